@@ -1,0 +1,222 @@
+"""The `openai-compatible/1` profile contract as constants: the one source of truth.
+
+Every other module (schemas loader, planner, checks, the reference adapter's profile
+module) reads names, codes and wire numbers from here; nothing restates them.
+The JSON Schema files under ``schemas/`` carry the same closed lists and a unit test
+keeps the two in agreement.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+PROFILE: Final = "openai-compatible"
+SCHEMA_VERSION: Final = "openai-compatible/1"
+SCHEMA_BASE_URI: Final = "https://nnrp-conformance.dev/schemas/openai-compatible/1/"
+
+# --- levels and operations -------------------------------------------------------------
+LEVEL_CHAT: Final = 1
+LEVEL_RESPONSES: Final = 2
+LEVEL_DISCOVERY: Final = 3
+LEVELS: Final = (LEVEL_CHAT, LEVEL_RESPONSES, LEVEL_DISCOVERY)
+
+OP_CHAT_COMPLETIONS_CREATE: Final = "chat.completions.create"
+OP_RESPONSES_CREATE: Final = "responses.create"
+OP_MODELS_LIST: Final = "models.list"
+OP_EMBEDDINGS_CREATE: Final = "embeddings.create"
+
+#: operation name -> the compatibility level it belongs to
+OPERATION_LEVELS: Final = MappingProxyType(
+    {
+        OP_CHAT_COMPLETIONS_CREATE: LEVEL_CHAT,
+        OP_RESPONSES_CREATE: LEVEL_RESPONSES,
+        OP_MODELS_LIST: LEVEL_DISCOVERY,
+        OP_EMBEDDINGS_CREATE: LEVEL_DISCOVERY,
+    }
+)
+PROFILE_OPERATIONS: Final = tuple(OPERATION_LEVELS)
+
+#: The discovery operation this project defines (spec §6 "open"): it returns the capability
+#: document as the body of a ``response.completed`` terminal. It belongs to no level and is
+#: never listed in a capability document's ``operations``.
+OP_CAPABILITIES_GET: Final = "nnrp.capabilities.get"
+
+# --- events ------------------------------------------------------------------------------
+EV_OUTPUT_TEXT_DELTA: Final = "response.output_text.delta"
+EV_TOOL_CALL_STARTED: Final = "response.tool_call.started"
+EV_TOOL_CALL_DELTA: Final = "response.tool_call.delta"
+EV_TOOL_CALL_COMPLETED: Final = "response.tool_call.completed"
+EV_TOOL_CALL_ERROR: Final = "response.tool_call.error"
+EV_USAGE: Final = "response.usage"
+EV_COMPLETED: Final = "response.completed"
+EV_ERROR: Final = "response.error"
+EV_CANCELLED: Final = "response.cancelled"
+
+TOOL_CALL_EVENT_TYPES: Final = (
+    EV_TOOL_CALL_STARTED,
+    EV_TOOL_CALL_DELTA,
+    EV_TOOL_CALL_COMPLETED,
+    EV_TOOL_CALL_ERROR,
+)
+#: events that travel as PARTIAL_RESULT frames
+PARTIAL_EVENT_TYPES: Final = (EV_OUTPUT_TEXT_DELTA, *TOOL_CALL_EVENT_TYPES, EV_USAGE)
+#: events that end the operation (RESULT_PUSH body, or a drop's diagnostic)
+TERMINAL_EVENT_TYPES: Final = (EV_COMPLETED, EV_ERROR, EV_CANCELLED)
+EVENT_TYPES: Final = (*PARTIAL_EVENT_TYPES, *TERMINAL_EVENT_TYPES)
+
+#: event type -> its schema file's name (without ``.schema.json``)
+EVENT_SCHEMA_NAMES: Final = MappingProxyType(
+    {
+        EV_OUTPUT_TEXT_DELTA: "event.output_text.delta",
+        EV_TOOL_CALL_STARTED: "event.tool_call.started",
+        EV_TOOL_CALL_DELTA: "event.tool_call.delta",
+        EV_TOOL_CALL_COMPLETED: "event.tool_call.completed",
+        EV_TOOL_CALL_ERROR: "event.tool_call.error",
+        EV_USAGE: "event.usage",
+        EV_COMPLETED: "event.completed",
+        EV_ERROR: "event.error",
+        EV_CANCELLED: "event.cancelled",
+    }
+)
+
+# --- terminals ---------------------------------------------------------------------------
+TERMINAL_SUCCESS: Final = "success"
+TERMINAL_ERROR: Final = "error"
+TERMINAL_CANCELLED: Final = "cancelled"
+TERMINALS: Final = (TERMINAL_SUCCESS, TERMINAL_ERROR, TERMINAL_CANCELLED)
+#: the profile terminal event that goes with each terminal kind
+TERMINAL_EVENT_FOR: Final = MappingProxyType(
+    {TERMINAL_SUCCESS: EV_COMPLETED, TERMINAL_ERROR: EV_ERROR, TERMINAL_CANCELLED: EV_CANCELLED}
+)
+
+# --- errors ------------------------------------------------------------------------------
+ERR_TYPE_INVALID_REQUEST: Final = "invalid_request_error"
+ERR_TYPE_SERVER: Final = "server_error"
+ERR_TYPE_RATE_LIMIT: Final = "rate_limit_error"
+ERR_TYPE_TIMEOUT: Final = "timeout_error"
+ERROR_TYPES: Final = (ERR_TYPE_INVALID_REQUEST, ERR_TYPE_SERVER, ERR_TYPE_RATE_LIMIT, ERR_TYPE_TIMEOUT)
+
+#: The closed list of profile error codes, each with its fixed ``error.type`` family.
+#: The first four are upstream's, kept exactly; the rest are what Level 1 needs.
+ERROR_CODES: Final = MappingProxyType(
+    {
+        "missing_messages": ERR_TYPE_INVALID_REQUEST,
+        "unsupported_operation": ERR_TYPE_INVALID_REQUEST,
+        "backend_error": ERR_TYPE_SERVER,
+        "unsupported_model": ERR_TYPE_INVALID_REQUEST,
+        "invalid_request": ERR_TYPE_INVALID_REQUEST,
+        "invalid_schema_version": ERR_TYPE_INVALID_REQUEST,
+        "request_too_large": ERR_TYPE_INVALID_REQUEST,
+        "context_length_exceeded": ERR_TYPE_INVALID_REQUEST,
+        "overloaded": ERR_TYPE_RATE_LIMIT,
+        "timeout": ERR_TYPE_TIMEOUT,
+        "internal_error": ERR_TYPE_SERVER,
+        "tool_call_parse_error": ERR_TYPE_SERVER,
+    }
+)
+ERR_MISSING_MESSAGES: Final = "missing_messages"
+ERR_UNSUPPORTED_OPERATION: Final = "unsupported_operation"
+ERR_BACKEND_ERROR: Final = "backend_error"
+ERR_UNSUPPORTED_MODEL: Final = "unsupported_model"
+ERR_INVALID_REQUEST: Final = "invalid_request"
+ERR_INVALID_SCHEMA_VERSION: Final = "invalid_schema_version"
+ERR_REQUEST_TOO_LARGE: Final = "request_too_large"
+ERR_CONTEXT_LENGTH_EXCEEDED: Final = "context_length_exceeded"
+ERR_OVERLOADED: Final = "overloaded"
+ERR_TIMEOUT: Final = "timeout"
+ERR_INTERNAL: Final = "internal_error"
+ERR_TOOL_CALL_PARSE: Final = "tool_call_parse_error"
+
+# --- cancellation ------------------------------------------------------------------------
+#: ``response.cancelled.reason`` values and cancellation-diagnostic ``source`` values
+CANCEL_SOURCE_CLIENT: Final = "client"          # an NNRP cancel frame from the client
+CANCEL_SOURCE_TIMEOUT: Final = "timeout"        # the envelope's nnrp.timeout_ms expired
+CANCEL_SOURCE_DISCONNECT: Final = "disconnect"  # the session or connection went away
+CANCEL_SOURCE_HINT: Final = "cancel_after_events"  # upstream's in-band test hint
+CANCEL_SOURCE_SHUTDOWN: Final = "shutdown"      # the server is stopping
+CANCEL_SOURCES: Final = (
+    CANCEL_SOURCE_CLIENT,
+    CANCEL_SOURCE_TIMEOUT,
+    CANCEL_SOURCE_DISCONNECT,
+    CANCEL_SOURCE_HINT,
+    CANCEL_SOURCE_SHUTDOWN,
+)
+
+# --- envelope ----------------------------------------------------------------------------
+ENVELOPE_FIELDS: Final = ("schema_version", "operation", "request_id", "body", "nnrp")
+#: keys defined inside the envelope's ``nnrp`` member (others are extension hints)
+NNRP_HINTS: Final = ("timeout_ms", "diagnostics", "cancel_after_events", "extensions", "openai_chunk")
+#: default cap on a submitted envelope, in bytes (configurable by the adapter operator)
+DEFAULT_MAX_ENVELOPE_BYTES: Final = 1 << 20
+
+# --- capabilities ------------------------------------------------------------------------
+CAP_STREAMING: Final = "api.streaming"
+CAP_NON_STREAMING: Final = "api.non_streaming"
+CAP_TOOL_CALLS: Final = "api.tool_calls"
+CAP_CANCELLATION: Final = "api.cancellation"
+#: operation flag in a manifest -> the capability token it grants
+OPERATION_FLAG_CAPABILITIES: Final = MappingProxyType(
+    {
+        "streaming": CAP_STREAMING,
+        "non_streaming": CAP_NON_STREAMING,
+        "tool_calls": CAP_TOOL_CALLS,
+        "cancellation": CAP_CANCELLATION,
+    }
+)
+
+
+def level_capability(level: int) -> str:
+    """``api.level<N>``"""
+    return f"api.level{level}"
+
+
+def operation_capability(operation: str) -> str:
+    """``api.<operation name>``"""
+    return f"api.{operation}"
+
+
+def extension_capability(name: str, *, critical: bool = False) -> str:
+    """``api.extension.<name>`` or ``api.extension.<name>.critical``"""
+    return f"api.extension.{name}.critical" if critical else f"api.extension.{name}"
+
+
+# --- recipes -----------------------------------------------------------------------------
+STATUS_MANDATORY: Final = "mandatory"
+STATUS_OPTIONAL: Final = "optional"
+STATUS_EXPERIMENTAL: Final = "experimental"
+STATUS_DEPRECATED: Final = "deprecated"
+RECIPE_STATUSES: Final = (STATUS_MANDATORY, STATUS_OPTIONAL, STATUS_EXPERIMENTAL, STATUS_DEPRECATED)
+#: the placeholder default upstream recipes carry for ${MODEL_ID}; a run-wide model choice
+#: replaces it, any other recipe value (e.g. "backend-error") is kept
+PLACEHOLDER_MODEL_ID: Final = "example-model"
+
+OUTCOME_PASSED: Final = "passed"
+OUTCOME_FAILED: Final = "failed"
+OUTCOME_SKIPPED: Final = "skipped"
+OUTCOMES: Final = (OUTCOME_PASSED, OUTCOME_FAILED, OUTCOME_SKIPPED)
+
+# --- wire mapping (spec §3; numbers from NNRP Preview4) -------------------------------------
+WIRE_PAYLOAD_KIND_STRUCTURED_EVENT: Final = 16
+WIRE_PAYLOAD_KIND_BITMAP: Final = 16
+WIRE_PROFILE_ID: Final = 0
+WIRE_SCHEMA_ID: Final = 0
+WIRE_SCHEMA_VERSION: Final = 0
+WIRE_STREAM_SEMANTICS_SNAPSHOT: Final = 1
+WIRE_DESCRIPTOR_FLAGS: Final = 0
+WIRE_PAYLOAD_FRAME_COUNT: Final = 1
+WIRE_TYPED_DESCRIPTOR_BYTES: Final = 24
+WIRE_PAYLOAD_ENCODING: Final = "utf-8"
+#: nnrp-py's standard session profile the client opens and the server accepts
+WIRE_SESSION_PROFILE_ID: Final = 2
+#: RESULT_PUSH status codes the binding uses
+WIRE_STATUS_OK: Final = 200
+WIRE_STATUS_ERROR: Final = 400
+WIRE_STATUS_SERVER_ERROR: Final = 500
+#: ResultDropReasonCode values the mapping uses (NNRP value registry)
+WIRE_DROP_DEADLINE_EXPIRED: Final = 1
+WIRE_DROP_PEER_CANCELLED: Final = 3
+WIRE_DROP_BACKPRESSURE: Final = 4
+WIRE_DROP_CAPABILITY_MISMATCH: Final = 5
+WIRE_DROP_TRANSPORT_CLOSED: Final = 8
+DEFAULT_NNRP_PORT: Final = 4433
