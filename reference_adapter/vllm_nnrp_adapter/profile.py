@@ -1,0 +1,260 @@
+"""The adapter's view of the ``openai-compatible/1`` profile: envelope checks and event builders.
+
+Built on :mod:`nnrp_conformance.contract` (names, codes, wire numbers) and the contract's
+JSON Schemas (:mod:`nnrp_conformance.validation`); nothing here restates them. It owns:
+
+* turning a decoded submit payload into a checked :class:`Envelope`, or a
+  :class:`ProfileError` whose ``response.error`` names the offending field;
+* building every profile event the adapter emits, so their shape lives in one place;
+* the capability document derived from the adapter's manifest plus the models served.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nnrp_conformance import contract
+from nnrp_conformance.contract import (
+    ERROR_CODES,
+    EV_CANCELLED,
+    EV_COMPLETED,
+    EV_ERROR,
+    EV_OUTPUT_TEXT_DELTA,
+    EV_TOOL_CALL_COMPLETED,
+    EV_TOOL_CALL_DELTA,
+    EV_TOOL_CALL_ERROR,
+    EV_TOOL_CALL_STARTED,
+    EV_USAGE,
+    OP_CAPABILITIES_GET,
+    PROFILE,
+    SCHEMA_VERSION,
+)
+
+__all__ = [
+    "PROFILE",
+    "SCHEMA_VERSION",
+    "Envelope",
+    "ProfileError",
+    "cancelled_event",
+    "capability_document",
+    "completed_event",
+    "error_event",
+    "load_manifest_document",
+    "parse_envelope",
+    "text_delta_event",
+    "tool_call_completed_event",
+    "tool_call_delta_event",
+    "tool_call_error_event",
+    "tool_call_started_event",
+    "usage_event",
+]
+
+MAX_ERROR_MESSAGE_CHARS = 4096
+
+
+class ProfileError(Exception):
+    """A request the profile rejects; :meth:`event` is its ``response.error``."""
+
+    def __init__(self, code: str, message: str, *, param: str | None = None) -> None:
+        if code not in ERROR_CODES:
+            raise ValueError(f"not a profile error code: {code!r}")
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.param = param
+
+    def event(self) -> dict[str, Any]:
+        return error_event(self.code, self.message, param=self.param)
+
+
+# --- event builders --------------------------------------------------------------------
+
+
+def error_event(code: str, message: str, *, param: str | None = None) -> dict[str, Any]:
+    """``response.error`` with the code's fixed ``error.type`` family."""
+    if code not in ERROR_CODES:
+        raise ValueError(f"not a profile error code: {code!r}")
+    text = message if len(message) <= MAX_ERROR_MESSAGE_CHARS else message[:MAX_ERROR_MESSAGE_CHARS]
+    error: dict[str, Any] = {"type": ERROR_CODES[code], "code": code, "message": text or code}
+    if param is not None:
+        error["param"] = param
+    return {"type": EV_ERROR, "error": error}
+
+
+def cancelled_event(reason: str) -> dict[str, Any]:
+    return {"type": EV_CANCELLED, "reason": reason}
+
+
+def text_delta_event(delta: str, index: int = 0) -> dict[str, Any]:
+    return {"type": EV_OUTPUT_TEXT_DELTA, "index": index, "delta": delta}
+
+
+def usage_event(input_tokens: int, output_tokens: int, total_tokens: int | None = None) -> dict:
+    total = input_tokens + output_tokens if total_tokens is None else total_tokens
+    return {
+        "type": EV_USAGE,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": total,
+        },
+    }
+
+
+def completed_event(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": EV_COMPLETED, "body": dict(body)}
+
+
+def _tool_call_base(kind: str, index: int, item_id: str, call_id: str) -> dict[str, Any]:
+    return {"type": kind, "index": index, "item_id": item_id, "call_id": call_id}
+
+
+def tool_call_started_event(index: int, item_id: str, call_id: str, name: str) -> dict:
+    return {**_tool_call_base(EV_TOOL_CALL_STARTED, index, item_id, call_id), "name": name}
+
+
+def tool_call_delta_event(index: int, item_id: str, call_id: str, arguments_delta: str) -> dict:
+    event = _tool_call_base(EV_TOOL_CALL_DELTA, index, item_id, call_id)
+    event["arguments_delta"] = arguments_delta
+    return event
+
+
+def tool_call_completed_event(
+    index: int, item_id: str, call_id: str, name: str, arguments: str
+) -> dict[str, Any]:
+    event = _tool_call_base(EV_TOOL_CALL_COMPLETED, index, item_id, call_id)
+    event.update(name=name, arguments=arguments)
+    return event
+
+
+def tool_call_error_event(
+    index: int, item_id: str, call_id: str, code: str, message: str
+) -> dict[str, Any]:
+    event = _tool_call_base(EV_TOOL_CALL_ERROR, index, item_id, call_id)
+    event["error"] = error_event(code, message)["error"]
+    return event
+
+
+# --- envelope --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A checked request envelope. ``body`` is the OpenAI request, untouched by NNRP policy."""
+
+    operation: str
+    body: dict[str, Any]
+    request_id: str | None = None
+    nnrp: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def timeout_ms(self) -> int | None:
+        return self.nnrp.get("timeout_ms")
+
+    @property
+    def wants_diagnostics(self) -> bool:
+        return bool(self.nnrp.get("diagnostics", False))
+
+    @property
+    def wants_openai_chunk(self) -> bool:
+        return bool(self.nnrp.get("openai_chunk", False))
+
+    @property
+    def cancel_after_events(self) -> int | None:
+        return self.nnrp.get("cancel_after_events")
+
+
+def _describe(pointer: str) -> str:
+    return pointer or "the envelope"
+
+
+def parse_envelope(
+    payload: bytes | Mapping[str, Any], *, operations: Iterable[str] = contract.PROFILE_OPERATIONS
+) -> Envelope:
+    """Decode and check one submitted envelope.
+
+    ``operations`` are the operations this endpoint serves; any other well-formed operation
+    name is ``unsupported_operation`` (not ``invalid_request``), as the profile asks. The
+    discovery operation is always accepted.
+    """
+    from nnrp_conformance.validation import validate
+
+    if isinstance(payload, bytes | bytearray | memoryview):
+        try:
+            text = bytes(payload).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProfileError(
+                "invalid_request", f"envelope is not valid UTF-8 (byte {exc.start})"
+            ) from None
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting too deep"
+            where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+            raise ProfileError(
+                "invalid_request", f"envelope is not valid JSON: {detail}{where}"
+            ) from None
+    else:
+        obj = payload
+    if not isinstance(obj, dict):
+        raise ProfileError(
+            "invalid_request", f"envelope must be a JSON object, got {type(obj).__name__}"
+        )
+    # The version decides how the rest is read, so it is judged first and on its own.
+    if "schema_version" in obj and obj["schema_version"] != SCHEMA_VERSION:
+        raise ProfileError(
+            "invalid_schema_version",
+            f"schema_version must be {SCHEMA_VERSION!r}, got {obj['schema_version']!r}",
+            param="schema_version",
+        )
+    violations = validate("envelope", obj)
+    if violations:
+        first = violations[0]
+        param = first.pointer.lstrip("/").replace("/", ".") or None
+        raise ProfileError(
+            "invalid_request",
+            f"invalid envelope: {_describe(first.pointer)}: {first.message}",
+            param=param,
+        )
+    operation = obj["operation"]
+    if operation != OP_CAPABILITIES_GET and operation not in set(operations):
+        raise ProfileError(
+            "unsupported_operation",
+            f"operation {operation!r} is not supported by this endpoint",
+            param="operation",
+        )
+    return Envelope(
+        operation=operation,
+        body=obj.get("body", {}),
+        request_id=obj.get("request_id"),
+        nnrp=dict(obj.get("nnrp") or {}),
+    )
+
+
+# --- capability document ---------------------------------------------------------------
+
+
+def load_manifest_document(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def capability_document(
+    manifest: Mapping[str, Any], models: Iterable[str], *, owned_by: str = "vllm"
+) -> dict[str, Any]:
+    """The capability document: the manifest's claims plus the models actually served."""
+    doc: dict[str, Any] = {
+        "profile": manifest["profile"],
+        "schema_version": manifest["schema_version"],
+        "adapter": manifest["adapter"],
+        "compatibility_levels": list(manifest["compatibility_levels"]),
+        "operations": copy.deepcopy(list(manifest["operations"])),
+        "models": [{"id": m, "owned_by": owned_by} for m in models],
+    }
+    if manifest.get("extensions"):
+        doc["extensions"] = copy.deepcopy(list(manifest["extensions"]))
+    return doc
