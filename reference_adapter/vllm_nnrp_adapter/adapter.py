@@ -406,8 +406,8 @@ def _vllm_request_id(ctx: Any, client_request_id: str | None) -> str:
 
 
 def _with_backend_diagnostics(event: dict[str, Any], exc: Any) -> dict[str, Any]:
-    event["nnrp"] = {
-        "diagnostics": {
+    event.setdefault("nnrp", {}).setdefault("diagnostics", {}).update(
+        {
             "backend_error": {
                 "family": exc.family,
                 "status": exc.status,
@@ -415,5 +415,5 @@ def _with_backend_diagnostics(event: dict[str, Any], exc: Any) -> dict[str, Any]
                 "message": exc.message,
             }
         }
-    }
+    )
     return event

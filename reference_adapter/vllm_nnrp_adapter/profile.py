@@ -80,10 +80,12 @@ def error_event(code: str, message: str, *, param: str | None = None) -> dict[st
     if code not in ERROR_CODES:
         raise ValueError(f"not a profile error code: {code!r}")
     text = message if len(message) <= MAX_ERROR_MESSAGE_CHARS else message[:MAX_ERROR_MESSAGE_CHARS]
-    error: dict[str, Any] = {"type": ERROR_CODES[code], "code": code, "message": text or code}
+    error = {"type": ERROR_CODES[code], "code": code, "message": text or code}
+    event: dict[str, Any] = {"type": EV_ERROR, "error": error}
     if param is not None:
-        error["param"] = param
-    return {"type": EV_ERROR, "error": error}
+        # The error body is closed ({type, code, message}); the field travels as a diagnostic.
+        event["nnrp"] = {"diagnostics": {"param": param}}
+    return event
 
 
 def cancelled_event(reason: str) -> dict[str, Any]:
@@ -174,7 +176,9 @@ def _describe(pointer: str) -> str:
 
 
 def parse_envelope(
-    payload: bytes | Mapping[str, Any], *, operations: Iterable[str] = contract.PROFILE_OPERATIONS
+    payload: bytes | Mapping[str, Any],
+    *,
+    operations: Iterable[str] = (contract.OP_CHAT_COMPLETIONS_CREATE,),
 ) -> Envelope:
     """Decode and check one submitted envelope.
 

@@ -95,7 +95,12 @@ ERR_TYPE_INVALID_REQUEST: Final = "invalid_request_error"
 ERR_TYPE_SERVER: Final = "server_error"
 ERR_TYPE_RATE_LIMIT: Final = "rate_limit_error"
 ERR_TYPE_TIMEOUT: Final = "timeout_error"
-ERROR_TYPES: Final = (ERR_TYPE_INVALID_REQUEST, ERR_TYPE_SERVER, ERR_TYPE_RATE_LIMIT, ERR_TYPE_TIMEOUT)
+ERROR_TYPES: Final = (
+    ERR_TYPE_INVALID_REQUEST,
+    ERR_TYPE_SERVER,
+    ERR_TYPE_RATE_LIMIT,
+    ERR_TYPE_TIMEOUT,
+)
 
 #: The closed list of profile error codes, each with its fixed ``error.type`` family.
 #: The first four are upstream's, kept exactly; the rest are what Level 1 needs.
@@ -130,11 +135,11 @@ ERR_TOOL_CALL_PARSE: Final = "tool_call_parse_error"
 
 # --- cancellation ------------------------------------------------------------------------
 #: ``response.cancelled.reason`` values and cancellation-diagnostic ``source`` values
-CANCEL_SOURCE_CLIENT: Final = "client"          # an NNRP cancel frame from the client
-CANCEL_SOURCE_TIMEOUT: Final = "timeout"        # the envelope's nnrp.timeout_ms expired
+CANCEL_SOURCE_CLIENT: Final = "client"  # an NNRP cancel frame from the client
+CANCEL_SOURCE_TIMEOUT: Final = "timeout"  # the envelope's nnrp.timeout_ms expired
 CANCEL_SOURCE_DISCONNECT: Final = "disconnect"  # the session or connection went away
 CANCEL_SOURCE_HINT: Final = "cancel_after_events"  # upstream's in-band test hint
-CANCEL_SOURCE_SHUTDOWN: Final = "shutdown"      # the server is stopping
+CANCEL_SOURCE_SHUTDOWN: Final = "shutdown"  # the server is stopping
 CANCEL_SOURCES: Final = (
     CANCEL_SOURCE_CLIENT,
     CANCEL_SOURCE_TIMEOUT,
@@ -146,7 +151,13 @@ CANCEL_SOURCES: Final = (
 # --- envelope ----------------------------------------------------------------------------
 ENVELOPE_FIELDS: Final = ("schema_version", "operation", "request_id", "body", "nnrp")
 #: keys defined inside the envelope's ``nnrp`` member (others are extension hints)
-NNRP_HINTS: Final = ("timeout_ms", "diagnostics", "cancel_after_events", "extensions", "openai_chunk")
+NNRP_HINTS: Final = (
+    "timeout_ms",
+    "diagnostics",
+    "cancel_after_events",
+    "extensions",
+    "openai_chunk",
+)
 #: default cap on a submitted envelope, in bytes (configurable by the adapter operator)
 DEFAULT_MAX_ENVELOPE_BYTES: Final = 1 << 20
 
@@ -220,3 +231,18 @@ WIRE_DROP_BACKPRESSURE: Final = 4
 WIRE_DROP_CAPABILITY_MISMATCH: Final = 5
 WIRE_DROP_TRANSPORT_CLOSED: Final = 8
 DEFAULT_NNRP_PORT: Final = 4433
+
+# --- release gate ------------------------------------------------------------------------
+#: the five conditions a release needs, each reported exactly once in a release-gate report
+GATE_LEVEL1_IMPLEMENTED: Final = "level1_implemented"
+GATE_RECIPES_PASS: Final = "recipes_pass"
+GATE_BENCHMARK_BASELINE: Final = "benchmark_baseline"
+GATE_VLLM_SMOKE: Final = "vllm_smoke"
+GATE_README_DOCUMENTS: Final = "readme_documents"
+RELEASE_GATES: Final = (
+    GATE_LEVEL1_IMPLEMENTED,
+    GATE_RECIPES_PASS,
+    GATE_BENCHMARK_BASELINE,
+    GATE_VLLM_SMOKE,
+    GATE_README_DOCUMENTS,
+)
