@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
 from vllm_nnrp_adapter import profile
 from vllm_nnrp_adapter.profile import ProfileError, parse_envelope
+
+MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vllm-nnrp-adapter.json"
 
 GOOD = {
     "schema_version": contract.SCHEMA_VERSION,
@@ -34,19 +38,40 @@ def test_good_envelope_from_bytes_and_dict():
         (b"\xff\xfe{}", "invalid_request", "not valid UTF-8"),
         (b"{not json", "invalid_request", "not valid JSON"),
         (b"[1, 2]", "invalid_request", "must be a JSON object"),
-        (json.dumps({**GOOD, "schema_version": "openai-compatible/2"}).encode(),
-         "invalid_schema_version", "openai-compatible/2"),
-        (json.dumps({k: v for k, v in GOOD.items() if k != "body"}).encode(),
-         "invalid_request", "/body"),
+        (
+            json.dumps({**GOOD, "schema_version": "openai-compatible/2"}).encode(),
+            "invalid_schema_version",
+            "openai-compatible/2",
+        ),
+        (
+            json.dumps({k: v for k, v in GOOD.items() if k != "body"}).encode(),
+            "invalid_request",
+            "/body",
+        ),
         (json.dumps({**GOOD, "extra": 1}).encode(), "invalid_request", "/extra"),
-        (json.dumps({**GOOD, "nnrp": {"timeout_ms": "soon"}}).encode(),
-         "invalid_request", "/nnrp/timeout_ms"),
-        (json.dumps({**GOOD, "operation": "responses.create"}).encode(),
-         "unsupported_operation", "responses.create"),
+        (
+            json.dumps({**GOOD, "nnrp": {"timeout_ms": "soon"}}).encode(),
+            "invalid_request",
+            "/nnrp/timeout_ms",
+        ),
+        (
+            json.dumps({**GOOD, "operation": "responses.create"}).encode(),
+            "unsupported_operation",
+            "responses.create",
+        ),
         (b"[" * 100_000, "invalid_request", "JSON"),
     ],
-    ids=["non-utf8", "bad-json", "not-object", "wrong-version", "missing-body", "extra-field",
-         "mistyped-hint", "unsupported-op", "deep-nesting"],
+    ids=[
+        "non-utf8",
+        "bad-json",
+        "not-object",
+        "wrong-version",
+        "missing-body",
+        "extra-field",
+        "mistyped-hint",
+        "unsupported-op",
+        "deep-nesting",
+    ],
 )
 def test_bad_envelopes_name_the_field(payload, code, needle):
     with pytest.raises(ProfileError) as info:
@@ -88,7 +113,7 @@ def test_unknown_error_code_is_a_programming_error():
 
 
 def test_capability_document_is_manifest_plus_models():
-    manifest = json.loads(open("manifests/vllm-nnrp-adapter.json").read())
+    manifest = json.loads(MANIFEST.read_text())
     from nnrp_conformance.validation import validate
 
     assert validate("manifest", manifest) == []
