@@ -1,0 +1,91 @@
+"""The fault-injection registry of the minimal endpoint: defect names and what each breaks.
+
+Each defect is exactly one class of contract violation; with a defect switched on, every
+other aspect of the endpoint keeps behaving correctly.  The names are a stable interface:
+the conformance suite's own tests start the endpoint with ``--defect NAME`` and expect the
+rule that names the violation to fail.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Final
+
+#: defect name -> one-line description (what the faulty endpoint does differently)
+DEFECTS: Final = MappingProxyType(
+    {
+        "wrong-order": (
+            "tool calls: the first response.tool_call.delta is sent before "
+            "response.tool_call.started"
+        ),
+        "missing-terminal": (
+            "streams its events, then never sends a terminal (the operation stays open)"
+        ),
+        "terminal-as-partial": (
+            "a response.completed event is also sent as a PARTIAL_RESULT before the RESULT_PUSH"
+        ),
+        "two-terminals": (
+            "after the RESULT_PUSH terminal a second terminal (RESULT_DROP_REASON) is sent "
+            "for the same operation"
+        ),
+        "late-event-after-cancel": (
+            "never looks for a client cancel while streaming: keeps sending partials and a "
+            "RESULT_PUSH after the cancel"
+        ),
+        "bad-error-body": "response.error bodies lack error.message",
+        "wrong-usage-fields": (
+            "response.usage carries prompt_tokens/completion_tokens instead of "
+            "input_tokens/output_tokens"
+        ),
+        "capability-lies": (
+            "the capability document claims level 2 and responses.create, which are not served"
+        ),
+        "schema-invalid-event": "response.output_text.delta events lack the required index",
+        "silence": "never answers any operation: no partial result, no terminal",
+        "tool-call-args-mismatch": (
+            "response.tool_call.completed.arguments differs from the concatenated deltas"
+        ),
+        "tool-call-no-completed": (
+            "tool calls get started and deltas but never completed or error"
+        ),
+        "usage-twice": "response.usage is emitted twice in a stream",
+        "wrong-error-code": (
+            "a chat body without messages gets code invalid_request instead of missing_messages"
+        ),
+        "unsupported-op-accepted": (
+            "responses.create is answered with a text stream instead of unsupported_operation"
+        ),
+        "ignores-cancel-hint": "nnrp.cancel_after_events is ignored: the stream completes",
+        "ignores-timeout": "nnrp.timeout_ms is ignored: the operation runs to completion",
+        "garbage-frames": (
+            "one extra PARTIAL_RESULT in each stream whose body is not UTF-8 JSON"
+        ),
+        "sse-framing": 'partial result bodies are SSE framed ("data: {...}\\n\\n")',
+        "flood": (
+            "streams text deltas without end and never a terminal (stops by itself after "
+            "200000 events or 60 s; a cancel still ends it)"
+        ),
+        "huge-event": "one response.output_text.delta of 4 MiB in each text stream",
+        "non-streaming-bad-body": (
+            "non-streaming response.completed body has no choices"
+        ),
+        "unknown-event-type": (
+            "an event of an undefined type (response.reasoning.delta) in each stream"
+        ),
+        "cancel-wrong-drop": (
+            "a client cancel is answered with RESULT_DROP_REASON reason BACKPRESSURE and an "
+            "empty diagnostic instead of PEER_CANCELLED with response.cancelled"
+        ),
+        "accepts-bad-wire": (
+            "requests with extra typed frames or a payload kind other than "
+            "structured_event are served instead of rejected"
+        ),
+    }
+)
+
+
+def check_defect(name: str | None) -> str | None:
+    """Return ``name`` when it is a known defect (or None); raise ValueError naming the choices."""
+    if name is None or name in DEFECTS:
+        return name
+    raise ValueError(f"unknown defect {name!r}; known: {', '.join(DEFECTS)}")
