@@ -1,0 +1,729 @@
+"""Judgement: the verdict of one case, computed from what the suite itself observed.
+
+Owns every conformance check applied to an observed operation (each a small function with a
+stable rule id) and :func:`judge`, which runs them and builds the :class:`Verdict`. Nothing
+here trusts the endpoint's self-report: the input is the decoded traffic the suite received
+(:class:`Observation`), the planned case and, for agreement checks, the manifest.
+
+Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.decode``,
+``event.schema``, ``terminal.exactly-once``, ``terminal.kind``, ``terminal.after``,
+``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``usage.at-most-once``,
+``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
+``cancel.not-sent``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
+``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``.
+Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
+(``capability.document``, ``capability.agreement``), ``usage-shape`` (``usage.shape``),
+``text-order`` (``order.text-index``).
+
+Matching ``expect.events`` (stricter than upstream, §11.C): one forward cursor over the
+observed sequence (partial events, then the terminal event). For each entry, the events of
+its type at or after the cursor that contain ``fields`` (recursive subset; arrays match
+element-wise as a prefix; scalars equal, ``true`` is not ``1``) are counted; at least
+``min_count`` (default 1, or 0 when ``optional``) are needed and at most ``max_count`` of
+that type may follow the cursor. The cursor then moves past the ``min_count``-th match, or
+past the first match of an optional entry that is present, so optional entries are order-
+and field-checked too.
+
+Extension fields (spec §7): a top-level event field named after a manifest extension
+(``name``, ``name.*``, or ``name`` with dots as underscores) is ignored by the schema check
+when the extension is non-critical, or critical and selected for the case; so non-critical
+extension fields never change a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nnrp_conformance import contract
+
+if TYPE_CHECKING:
+    from nnrp_conformance.manifest import Manifest
+    from nnrp_conformance.planner import PlannedCase
+
+__all__ = [
+    "NAMED_CHECKS",
+    "Finding",
+    "Observation",
+    "Verdict",
+    "json_contains",
+    "judge",
+]
+
+SPEC = contract.SCHEMA_VERSION
+_SHOW = 400  # characters of event JSON quoted in a finding
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One broken rule: stable rule id, what went wrong, where, expected vs seen, citation."""
+
+    rule: str
+    message: str
+    event_index: int | None = None
+    expected: Any = None
+    seen: Any = None
+    spec: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        at = f" (event #{self.event_index})" if self.event_index is not None else ""
+        cite = f" — {self.spec}" if self.spec else ""
+        return f"[{self.rule}]{at} {self.message}{cite}"
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    terminal: str | None
+    findings: list[Finding]
+    message: str
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == contract.OUTCOME_PASSED
+
+
+@dataclass
+class Observation:
+    """What the suite saw for one operation.
+
+    ``events`` are the partial events in arrival order (``None`` where a frame did not decode);
+    ``terminal_kind`` is the logical terminal (success/error/cancelled) or ``None`` when there
+    was none. ``extra`` keys the checks read: ``late_events`` (events received after the
+    terminal), ``decode_errors`` ({index: text}), ``terminal_decode_error``, ``flooded``,
+    ``max_events``, ``delivery``, ``drop_reason``, ``status_code``, ``exception``.
+    """
+
+    events: list[dict[str, Any] | None] = field(default_factory=list)
+    raw_events: list[Any] = field(default_factory=list)
+    terminal_kind: str | None = None
+    terminal_event: dict[str, Any] | None = None
+    wire_findings: list[dict[str, Any]] = field(default_factory=list)
+    timed_out: bool = False
+    cancelled_at_index: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sequence(self) -> list[dict[str, Any] | None]:
+        """Partial events then the terminal event (when it has one)."""
+        seq = list(self.events)
+        if self.terminal_event is not None:
+            seq.append(self.terminal_event)
+        return seq
+
+    @property
+    def terminal_index(self) -> int | None:
+        return len(self.events) if self.terminal_event is not None else None
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr, sort_keys=False)
+    return text if len(text) <= _SHOW else f"{text[:_SHOW]}… ({len(text)} chars)"
+
+
+def _type(event: Any) -> str | None:
+    return event.get("type") if isinstance(event, dict) else None
+
+
+def _at(seq: list[Any], i: int) -> str:
+    return f"event #{i}: {_show(seq[i])}"
+
+
+def json_contains(actual: Any, expected: Any) -> bool:
+    """Recursive subset: objects by key, arrays element-wise as a prefix, scalars equal."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and json_contains(actual[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) >= len(expected) and all(
+            json_contains(a, e) for a, e in zip(actual, expected, strict=False))
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    return expected == actual
+
+
+def _mismatch(actual: Any, expected: Any, path: str = "") -> str | None:
+    """The first place where ``actual`` does not contain ``expected``, as a readable line."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return f"{path or '/'}: expected an object, seen {_show(actual)}"
+        for k, v in expected.items():
+            if k not in actual:
+                return f"{path}/{k}: missing (expected {_show(v)})"
+            sub = _mismatch(actual[k], v, f"{path}/{k}")
+            if sub:
+                return sub
+        return None
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) < len(expected):
+            return f"{path or '/'}: expected an array starting with {_show(expected)}, " \
+                   f"seen {_show(actual)}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
+            sub = _mismatch(a, e, f"{path}/{i}")
+            if sub:
+                return sub
+        return None
+    if not json_contains(actual, expected):
+        return f"{path or '/'}: expected {_show(expected)}, seen {_show(actual)}"
+    return None
+
+
+@dataclass
+class _Ctx:
+    case: PlannedCase
+    obs: Observation
+    manifest: Manifest | None
+    capability_document: dict[str, Any] | None
+    findings: list[Finding] = field(default_factory=list)
+
+    def fail(self, rule: str, message: str, *, index: int | None = None, expected: Any = None,
+             seen: Any = None, spec: str = "") -> None:
+        self.findings.append(Finding(rule, message, index, expected, seen, spec))
+
+    @property
+    def seq(self) -> list[Any]:
+        return self.obs.sequence
+
+    @property
+    def body(self) -> dict[str, Any]:
+        body = self.case.envelope.get("body") if isinstance(self.case.envelope, dict) else None
+        return body if isinstance(body, dict) else {}
+
+
+# --- always-on checks ---------------------------------------------------------------------
+
+
+def check_wire(ctx: _Ctx) -> None:
+    for wf in ctx.obs.wire_findings:
+        rule = str(wf.get("rule") or "unknown")
+        if rule == "client.max_events":
+            continue  # the flood check reports it as flood.max-events
+        ctx.fail(rule if rule.startswith("wire.") else f"wire.{rule}",
+                 str(wf.get("detail") or wf.get("message") or rule),
+                 index=wf.get("event_index"), spec=str(wf.get("spec") or f"{SPEC} §3 wire mapping"))
+
+
+def check_exception(ctx: _Ctx) -> None:
+    exc = ctx.obs.extra.get("exception")
+    if exc:
+        ctx.fail("wire.transport", f"the operation failed in the client: {exc}",
+                 spec=f"{SPEC} §3 failure placement")
+
+
+def check_decode(ctx: _Ctx) -> None:
+    errors = ctx.obs.extra.get("decode_errors") or {}
+    for i, ev in enumerate(ctx.obs.events):
+        if ev is None:
+            raw = ctx.obs.raw_events[i] if i < len(ctx.obs.raw_events) else None
+            detail = errors.get(i) or getattr(raw, "decode_error", None) or "undecodable"
+            body = getattr(raw, "raw", None)
+            seen = bytes(body[:200]).decode("utf-8", "replace") if isinstance(
+                body, bytes | bytearray) else None
+            ctx.fail("event.decode", f"partial result #{i} is not one UTF-8 JSON event "
+                     f"object: {detail}", index=i, expected="one raw UTF-8 JSON event object",
+                     seen=seen, spec=f"{SPEC} §3 non-terminal results (D §7.1)")
+    term_err = ctx.obs.extra.get("terminal_decode_error")
+    if term_err:
+        ctx.fail("event.decode", f"the terminal result body does not decode: {term_err}",
+                 index=len(ctx.obs.events), spec=f"{SPEC} §3 terminal (D §8.1)")
+
+
+def _extension_key(key: str, allowed: Iterable[str]) -> bool:
+    return any(key == n or key.startswith(n + ".") or key == n.replace(".", "_")
+               for n in allowed)
+
+
+def _allowed_extensions(ctx: _Ctx) -> set[str]:
+    if ctx.manifest is None:
+        return set()
+    return {n for n, crit in ctx.manifest.extensions.items()
+            if not crit or n in (ctx.case.extensions or {})}
+
+
+def check_schema(ctx: _Ctx) -> None:
+    from nnrp_conformance import validation
+
+    allowed = _allowed_extensions(ctx)
+    seq = ctx.seq
+    for i, ev in enumerate(seq):
+        if ev is None:
+            continue
+        violations = [
+            v for v in validation.validate_event(ev)
+            if not (v.rule == "additionalProperties" and v.pointer.count("/") == 1
+                    and _extension_key(v.pointer[1:].replace("~1", "/").replace("~0", "~"),
+                                       allowed))
+        ]
+        if violations:
+            ctx.fail("event.schema",
+                     f"{_type(ev) or 'event'} breaks its schema: "
+                     + "; ".join(str(v) for v in violations) + f" — {_at(seq, i)}",
+                     index=i, expected=contract.EVENT_SCHEMA_NAMES.get(_type(ev) or "", "event"),
+                     seen=[str(v) for v in violations], spec=f"{SPEC} §4 events")
+
+
+def check_terminal(ctx: _Ctx) -> None:
+    obs, seq = ctx.obs, ctx.seq
+    for i, ev in enumerate(obs.events):
+        if _type(ev) in contract.TERMINAL_EVENT_TYPES:
+            ctx.fail("terminal.exactly-once",
+                     f"terminal event {_type(ev)} arrived as a partial result; terminal events "
+                     f"end the operation once, in its terminal — {_at(seq, i)}",
+                     index=i, expected="only non-terminal events in PARTIAL_RESULT",
+                     seen=_type(ev), spec=f"{SPEC} §3 terminal")
+    term = obs.terminal_event
+    if term is not None and _type(term) not in contract.TERMINAL_EVENT_TYPES:
+        what = ("tool-call events are never terminal"
+                if _type(term) in contract.TOOL_CALL_EVENT_TYPES
+                else "a terminal carries response.completed, response.error or "
+                     "response.cancelled")
+        ctx.fail("terminal.kind", f"terminal result carries {_type(term)!r}: {what} — "
+                 f"{_at(seq, len(obs.events))}", index=len(obs.events),
+                 expected=list(contract.TERMINAL_EVENT_TYPES), seen=_type(term),
+                 spec=f"{SPEC} §3 terminal, §4 tool-call events")
+    if obs.terminal_kind is None:
+        if obs.timed_out or obs.extra.get("flooded"):
+            return  # reported by the timeout / flood checks
+        delivery = obs.extra.get("delivery") or "none"
+        ctx.fail("terminal.exactly-once",
+                 f"the operation ended without a terminal (delivery: {delivery}; "
+                 f"{obs.extra.get('terminal_detail') or 'no detail'})",
+                 expected=ctx.case.expected_terminal, seen=None, spec=f"{SPEC} §3 terminal")
+        return
+    expected = ctx.case.expected_terminal
+    if obs.terminal_kind != expected:
+        ctx.fail("terminal.kind", f"terminal is {obs.terminal_kind!r}, the recipe expects "
+                 f"{expected!r}" + (f" — {_at(seq, len(obs.events))}" if term else ""),
+                 index=obs.terminal_index, expected=expected, seen=obs.terminal_kind,
+                 spec=f"{SPEC} §3 terminal")
+    if term is not None and _type(term) in contract.TERMINAL_EVENT_TYPES:
+        want = contract.TERMINAL_EVENT_FOR.get(obs.terminal_kind)
+        if _type(term) != want:
+            ctx.fail("terminal.kind", f"a {obs.terminal_kind} terminal carries {_type(term)}, "
+                     f"which belongs to another terminal kind — {_at(seq, len(obs.events))}",
+                     index=len(obs.events), expected=want, seen=_type(term),
+                     spec=f"{SPEC} §3 terminal (metadata must agree with the body)")
+
+
+def check_after_terminal(ctx: _Ctx) -> None:
+    late = ctx.obs.extra.get("late_events") or []
+    cancelled = ctx.obs.cancelled_at_index is not None
+    base = len(ctx.seq)
+    for k, ev in enumerate(late):
+        rule = "cancel.late-event" if cancelled else "terminal.after"
+        ctx.fail(rule, f"{_type(ev) or 'a result'} arrived after the terminal"
+                 + (" of a cancelled operation" if cancelled else "")
+                 + f": {_show(ev)}", index=base + k, expected="nothing after the terminal",
+                 seen=ev, spec=f"{SPEC} §3 terminal exactly once"
+                 + ("; cancellation: results after the cancel are invalid" if cancelled else ""))
+        if _type(ev) == contract.EV_OUTPUT_TEXT_DELTA:
+            ctx.fail("order.text-before-terminal", "a text delta arrived after the terminal",
+                     index=base + k, seen=ev, spec=f"{SPEC} §4 events, §3 terminal")
+
+
+def _entry_count(entry: Mapping[str, Any]) -> int:
+    if "min_count" in entry:
+        return int(entry["min_count"])
+    return 0 if entry.get("optional") else 1
+
+
+def check_expected(ctx: _Ctx) -> None:
+    obs = ctx.obs
+    if obs.terminal_kind is None and (obs.timed_out or obs.extra.get("flooded")):
+        return  # an unfinished stream: the timeout / flood finding is the verdict's cause
+    seq = ctx.seq
+    cursor = 0
+    for k, entry in enumerate(ctx.case.expect.get("events") or ()):
+        typ = entry["type"]
+        fields = entry.get("fields")
+        need = _entry_count(entry)
+        candidates = [i for i in range(cursor, len(seq)) if _type(seq[i]) == typ]
+        matching = [i for i in candidates if fields is None or json_contains(seq[i], fields)]
+        label = f"expect.events[{k}] ({typ}" + (", optional" if entry.get("optional") else "") \
+            + ")"
+        spec = f"{SPEC} §8 recipe expectations"
+        if len(matching) < need or (candidates and not matching):
+            if candidates and fields is not None and not matching:
+                first = candidates[0]
+                ctx.fail("sequence.expected",
+                         f"{label}: {typ} at or after event #{cursor} does not contain the "
+                         f"expected fields: {_mismatch(seq[first], fields)} — {_at(seq, first)}",
+                         index=first, expected=fields, seen=seq[first], spec=spec)
+            else:
+                earlier = [i for i in range(cursor) if _type(seq[i]) == typ]
+                where = (f"; {len(earlier)} earlier one(s) out of order (first at #{earlier[0]})"
+                         if earlier else "")
+                ctx.fail("sequence.expected",
+                         f"{label}: expected at least {need} {typ} at or after event #{cursor}, "
+                         f"seen {len(matching)}{where}; observed types: "
+                         f"{[_type(e) for e in seq]}",
+                         index=cursor if cursor < len(seq) else None,
+                         expected={"type": typ, "min_count": need, "fields": fields},
+                         seen=len(matching), spec=spec)
+        hi = entry.get("max_count")
+        if hi is not None and len(candidates) > hi:
+            extra = candidates[hi]
+            ctx.fail("sequence.expected",
+                     f"{label}: at most {hi} {typ} expected at or after event #{cursor}, "
+                     f"seen {len(candidates)} — first extra: {_at(seq, extra)}",
+                     index=extra, expected=hi, seen=len(candidates), spec=spec)
+        if need > 0 and len(matching) >= need:
+            cursor = matching[need - 1] + 1
+        elif need == 0 and matching:
+            cursor = matching[0] + 1
+
+
+def check_tool_calls(ctx: _Ctx) -> None:
+    seq = ctx.seq
+    spec = f"{SPEC} §4 tool-call ordering"
+    calls: dict[str, dict[str, Any]] = {}
+    for i, ev in enumerate(seq):
+        typ = _type(ev)
+        if typ not in contract.TOOL_CALL_EVENT_TYPES:
+            continue
+        cid = ev.get("call_id")
+        if not isinstance(cid, str) or not cid:
+            continue  # reported by event.schema
+        state = calls.get(cid)
+        if typ == contract.EV_TOOL_CALL_STARTED:
+            if state is not None:
+                what = "started twice" if state["started"] is not None else "started after " \
+                    "other events of the call"
+                ctx.fail("order.tool-call", f"call {cid!r} {what} — {_at(seq, i)}", index=i,
+                         expected="started exactly once, first", seen=typ, spec=spec)
+                state["started"] = state["started"] if state["started"] is not None else i
+                continue
+            calls[cid] = {"started": i, "args": [], "end": None}
+            continue
+        if state is None:
+            ctx.fail("order.tool-call", f"{typ} for call {cid!r} before its "
+                     f"response.tool_call.started — {_at(seq, i)}", index=i,
+                     expected=contract.EV_TOOL_CALL_STARTED, seen=typ, spec=spec)
+            state = calls[cid] = {"started": None, "args": [], "end": None}
+        if state["end"] is not None:
+            ctx.fail("order.tool-call", f"{typ} for call {cid!r} after the call ended with "
+                     f"{_type(seq[state['end']])} (event #{state['end']}) — {_at(seq, i)}",
+                     index=i, expected="nothing after completed/error", seen=typ, spec=spec)
+            continue
+        if typ == contract.EV_TOOL_CALL_DELTA:
+            delta = ev.get("arguments_delta")
+            state["args"].append(delta if isinstance(delta, str) else "")
+            continue
+        state["end"] = i
+        if typ == contract.EV_TOOL_CALL_COMPLETED:
+            joined = "".join(state["args"])
+            args = ev.get("arguments")
+            if state["args"] and args != joined:
+                ctx.fail("tool-call.arguments",
+                         f"call {cid!r}: completed.arguments is not the concatenation of its "
+                         f"arguments_delta values — {_at(seq, i)}", index=i, expected=joined,
+                         seen=args, spec=f"{spec} (arguments = concatenation of the deltas)")
+    if ctx.obs.terminal_kind == contract.TERMINAL_SUCCESS:
+        for cid, state in calls.items():
+            if state["end"] is None:
+                ctx.fail("order.tool-call", f"call {cid!r} never ended: exactly one "
+                         f"response.tool_call.completed or .error is required before a "
+                         f"successful terminal", index=state["started"],
+                         expected="completed or error", seen=None, spec=spec)
+
+
+def check_usage(ctx: _Ctx) -> None:
+    seq = ctx.seq
+    idx = [i for i, ev in enumerate(seq) if _type(ev) == contract.EV_USAGE]
+    if len(idx) > 1:
+        ctx.fail("usage.at-most-once", f"{len(idx)} response.usage events; the stream carries "
+                 f"one usage summary — second: {_at(seq, idx[1])}", index=idx[1], expected=1,
+                 seen=len(idx), spec=f"{SPEC} §4 events (D §7: the usage summary, final or "
+                 "near-final)")
+
+
+def _error_problems(err: Any) -> tuple[str | None, str | None]:
+    """(body problem, code problem) of one error object."""
+    if not isinstance(err, dict):
+        return f"error must be an object {{type, code, message}}, seen {_show(err)}", None
+    bad = [k for k in ("type", "code", "message")
+           if not isinstance(err.get(k), str) or not err.get(k)]
+    if bad:
+        return f"error.{', error.'.join(bad)} must be non-empty strings", None
+    code, typ = err["code"], err["type"]
+    if code not in contract.ERROR_CODES:
+        return None, f"error.code {code!r} is not in the profile's closed list " \
+                     f"({', '.join(contract.ERROR_CODES)})"
+    if contract.ERROR_CODES[code] != typ:
+        return None, f"error.type {typ!r} is not the family of code {code!r} " \
+                     f"(expected {contract.ERROR_CODES[code]!r})"
+    return None, None
+
+
+def check_errors(ctx: _Ctx) -> None:
+    seq = ctx.seq
+    for i, ev in enumerate(seq):
+        if _type(ev) not in (contract.EV_ERROR, contract.EV_TOOL_CALL_ERROR):
+            continue
+        body_problem, code_problem = _error_problems(ev.get("error"))
+        if body_problem:
+            ctx.fail("error.body", f"{body_problem} — {_at(seq, i)}", index=i,
+                     expected="{type, code, message}", seen=ev.get("error"),
+                     spec=f"{SPEC} §5 errors")
+        if code_problem:
+            ctx.fail("error.code", f"{code_problem} — {_at(seq, i)}", index=i,
+                     expected=dict(contract.ERROR_CODES), seen=ev.get("error"),
+                     spec=f"{SPEC} §5 errors (closed list, fixed type family)")
+    if ctx.obs.terminal_kind == contract.TERMINAL_ERROR and ctx.obs.terminal_event is None \
+            and ctx.case.expected_terminal == contract.TERMINAL_ERROR:
+        ctx.fail("error.body", "the error terminal carries no profile error body "
+                 "(response.error)", expected=contract.EV_ERROR, seen=None,
+                 spec=f"{SPEC} §3 failure placement, §5 errors")
+
+
+def _chat_completion_problems(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return [f"body must be an object, seen {_show(body)}"]
+    problems = []
+    if not isinstance(body.get("id"), str) or not body.get("id"):
+        problems.append("body.id must be a non-empty string")
+    if body.get("object") != "chat.completion":
+        problems.append(f"body.object must be 'chat.completion', seen {_show(body.get('object'))}")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        problems.append("body.choices must be a non-empty array")
+    else:
+        for n, choice in enumerate(choices):
+            if not isinstance(choice, dict):
+                problems.append(f"body.choices[{n}] must be an object")
+                continue
+            if not isinstance(choice.get("message"), dict):
+                problems.append(f"body.choices[{n}].message must be an object")
+            if "finish_reason" not in choice:
+                problems.append(f"body.choices[{n}].finish_reason is missing")
+    if not isinstance(body.get("usage"), dict):
+        problems.append("body.usage must be an object")
+    return problems
+
+
+def check_nonstreaming(ctx: _Ctx) -> None:
+    if ctx.case.operation != contract.OP_CHAT_COMPLETIONS_CREATE or ctx.body.get("stream") is True:
+        return
+    if ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+        return
+    seq = ctx.seq
+    spec = f"{SPEC} §4 non-streaming: one logical result"
+    for i, ev in enumerate(ctx.obs.events):
+        ctx.fail("nonstreaming.single-result", f"a non-streaming request produced a partial "
+                 f"result — {_at(seq, i)}", index=i, expected="no partial results",
+                 seen=_type(ev), spec=spec)
+    term = ctx.obs.terminal_event
+    if _type(term) != contract.EV_COMPLETED:
+        ctx.fail("nonstreaming.body", "a successful non-streaming request must end with "
+                 "response.completed carrying the chat completion", index=ctx.obs.terminal_index,
+                 expected=contract.EV_COMPLETED, seen=_type(term), spec=spec)
+        return
+    problems = _chat_completion_problems(term.get("body"))
+    if problems:
+        ctx.fail("nonstreaming.body", "the completion body is not an OpenAI chat completion: "
+                 + "; ".join(problems) + f" — {_at(seq, len(ctx.obs.events))}",
+                 index=len(ctx.obs.events),
+                 expected="{id, object: chat.completion, choices[].message, finish_reason, usage}",
+                 seen=term.get("body"), spec=spec)
+
+
+def check_cancel(ctx: _Ctx) -> None:
+    case, obs = ctx.case, ctx.obs
+    after = case.cancel_after_events
+    if after is not None and obs.cancelled_at_index is None and after > 0:
+        ctx.fail("cancel.not-sent", f"the operation ended after {len(obs.events)} event(s), "
+                 f"before the cancel point ({after}): cancellation was not exercised",
+                 expected=f">= {after} events before the terminal", seen=len(obs.events),
+                 spec=f"{SPEC} §3 cancellation")
+    nnrp = case.envelope.get("nnrp") if isinstance(case.envelope, dict) else None
+    hint = nnrp.get("cancel_after_events") if isinstance(nnrp, dict) else None
+    if isinstance(hint, int) and case.expected_terminal == contract.TERMINAL_CANCELLED \
+            and obs.terminal_kind == contract.TERMINAL_CANCELLED:
+        emitted = [e for e in obs.events if _type(e) not in contract.TERMINAL_EVENT_TYPES]
+        if len(emitted) > hint:
+            ctx.fail("cancel.hint", f"the endpoint emitted {len(emitted)} events although "
+                     f"nnrp.cancel_after_events is {hint}", index=hint, expected=hint,
+                     seen=len(emitted), spec=f"{SPEC} §3 cancellation (in-band hint)")
+
+
+def check_claims(ctx: _Ctx) -> None:
+    missing = tuple(getattr(ctx.case, "missing_capabilities", ()) or ())
+    if missing:
+        ctx.fail("capability.not-claimed",
+                 f"the manifest claims Level {ctx.case.level} but not {', '.join(missing)}, "
+                 f"which this mandatory Level {ctx.case.level} case requires",
+                 expected=list(ctx.case.required_capabilities), seen=sorted(missing),
+                 spec=f"{SPEC} §1 levels, §7 capability names")
+
+
+def check_timeout(ctx: _Ctx) -> None:
+    obs = ctx.obs
+    if obs.extra.get("flooded"):
+        ctx.fail("flood.max-events", f"more than {obs.extra.get('max_events')} events without a "
+                 f"terminal; the suite cancelled the operation", expected=obs.extra.get(
+                     "max_events"), seen=len(obs.events), spec=f"{SPEC} §3 terminal")
+        return
+    if obs.timed_out and obs.terminal_kind is None:
+        if not obs.events:
+            ctx.fail("timeout.silence", "no event and no terminal before the case timeout",
+                     expected="events then one terminal", seen="silence",
+                     spec=f"{SPEC} §3 terminal (the operation ends exactly once)")
+        else:
+            ctx.fail("timeout.no-terminal", f"{len(obs.events)} event(s), then no terminal "
+                     f"before the case timeout", expected="one terminal",
+                     seen=f"{len(obs.events)} events", spec=f"{SPEC} §3 terminal")
+
+
+# --- named checks -------------------------------------------------------------------------
+
+
+def _levels(doc: Mapping[str, Any]) -> list[int]:
+    return sorted({lv for lv in doc.get("compatibility_levels") or () if isinstance(lv, int)})
+
+
+def check_capability_document(ctx: _Ctx) -> None:
+    from nnrp_conformance import validation
+    from nnrp_conformance.manifest import operation_flags
+
+    term = ctx.obs.terminal_event
+    doc = term.get("body") if _type(term) == contract.EV_COMPLETED else None
+    spec = f"{SPEC} §6 capability document"
+    if not isinstance(doc, dict):
+        ctx.fail("capability.document", f"{contract.OP_CAPABILITIES_GET} must end with "
+                 f"response.completed whose body is the capability document",
+                 index=ctx.obs.terminal_index, expected="response.completed{body: document}",
+                 seen=term, spec=spec)
+        return
+    for v in validation.validate("capability-document", doc):
+        ctx.fail("capability.document", f"capability document: {v}",
+                 index=ctx.obs.terminal_index, expected=v.schema_path, seen=v.pointer, spec=spec)
+    m = ctx.manifest
+    if m is not None:
+        agree = f"{spec}; the manifest and the document must agree"
+        if _levels(doc) != sorted(m.claimed_levels):
+            ctx.fail("capability.agreement", "compatibility_levels differ",
+                     expected=sorted(m.claimed_levels), seen=_levels(doc), spec=agree)
+        doc_ops = operation_flags(doc)
+        for name in sorted(set(m.operations) | set(doc_ops)):
+            if name not in doc_ops:
+                ctx.fail("capability.agreement", f"operation {name!r} is in the manifest but "
+                         f"not in the capability document", expected=name, seen=None,
+                         spec=agree)
+            elif name not in m.operations:
+                ctx.fail("capability.agreement", f"operation {name!r} is in the capability "
+                         f"document but not in the manifest", expected=None, seen=name,
+                         spec=agree)
+            elif doc_ops[name] != m.operations[name]:
+                diff = {f: {"manifest": m.operations[name][f], "document": doc_ops[name][f]}
+                        for f in m.operations[name] if m.operations[name][f] != doc_ops[name][f]}
+                ctx.fail("capability.agreement", f"operation {name!r} flags differ: {diff}",
+                         expected=m.operations[name], seen=doc_ops[name], spec=agree)
+        doc_ext = {e.get("name"): e.get("critical") is True
+                   for e in doc.get("extensions") or () if isinstance(e, dict)}
+        if doc_ext != m.extensions:
+            ctx.fail("capability.agreement", "extensions differ (name -> critical)",
+                     expected=m.extensions, seen=doc_ext, spec=agree)
+        doc_models = {x.get("id") for x in doc.get("models") or () if isinstance(x, dict)}
+        missing = [mid for mid in m.models if mid not in doc_models]
+        if missing:
+            ctx.fail("capability.agreement", f"models in the manifest but not served: "
+                     f"{missing}", expected=list(m.models), seen=sorted(map(str, doc_models)),
+                     spec=agree)
+    fetched = ctx.capability_document
+    if isinstance(fetched, dict) and fetched != doc:
+        ctx.fail("capability.agreement", "the capability document differs between two "
+                 "fetches in one run", expected=fetched, seen=doc, spec=spec)
+
+
+def check_usage_shape(ctx: _Ctx) -> None:
+    seq = ctx.seq
+    spec = f"{SPEC} §4 response.usage"
+    for i, ev in enumerate(seq):
+        if _type(ev) != contract.EV_USAGE:
+            continue
+        usage = ev.get("usage")
+        bad = [k for k in ("input_tokens", "output_tokens", "total_tokens")
+               if not isinstance(usage, dict) or isinstance(usage.get(k), bool)
+               or not isinstance(usage.get(k), int) or usage.get(k) < 0]
+        if bad:
+            ctx.fail("usage.shape", f"usage.{', usage.'.join(bad)} must be non-negative "
+                     f"integers — {_at(seq, i)}", index=i,
+                     expected="{input_tokens, output_tokens, total_tokens}", seen=usage,
+                     spec=spec)
+
+
+def check_text_order(ctx: _Ctx) -> None:
+    n = ctx.body.get("n")
+    if isinstance(n, int) and n > 1:
+        return
+    seq = ctx.seq
+    first: tuple[int, Any] | None = None
+    for i, ev in enumerate(ctx.obs.events):
+        if _type(ev) != contract.EV_OUTPUT_TEXT_DELTA:
+            continue
+        if first is None:
+            first = (i, ev.get("index"))
+        elif ev.get("index") != first[1]:
+            ctx.fail("order.text-index", f"a single-output request's text deltas change index "
+                     f"from {first[1]!r} (event #{first[0]}) — {_at(seq, i)}", index=i,
+                     expected=first[1], seen=ev.get("index"),
+                     spec=f"{SPEC} §4 output_text.delta index (position in the output)")
+            return
+
+
+NAMED_CHECKS: dict[str, Callable[[_Ctx], None]] = {
+    "capability-document": check_capability_document,
+    "usage-shape": check_usage_shape,
+    "text-order": check_text_order,
+}
+
+_ALWAYS: tuple[Callable[[_Ctx], None], ...] = (
+    check_wire,
+    check_exception,
+    check_decode,
+    check_schema,
+    check_terminal,
+    check_after_terminal,
+    check_expected,
+    check_tool_calls,
+    check_usage,
+    check_errors,
+    check_nonstreaming,
+    check_cancel,
+    check_claims,
+    check_timeout,
+)
+
+
+def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = None,
+          capability_document: dict[str, Any] | None = None) -> Verdict:
+    """Run every always-on check and the case's named checks; failed when anything broke."""
+    ctx = _Ctx(case, obs, manifest, capability_document)
+    for check in _ALWAYS:
+        check(ctx)
+    for name in case.checks or ():
+        fn = NAMED_CHECKS.get(name)
+        if fn is None:
+            ctx.fail("recipe.unknown-check", f"recipe asks for unknown check {name!r} "
+                     f"(known: {', '.join(sorted(NAMED_CHECKS))})", spec="nnrp-conformance")
+        else:
+            fn(ctx)
+    findings = ctx.findings
+    if findings:
+        head = "; ".join(str(f) for f in findings[:3])
+        more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
+        message = f"{case.id}: {len(findings)} finding(s): {head}{more}"
+        outcome = contract.OUTCOME_FAILED
+    else:
+        n = len(obs.events)
+        message = f"{case.id}: {n} event(s), terminal {obs.terminal_kind}"
+        outcome = contract.OUTCOME_PASSED
+    return Verdict(outcome, obs.terminal_kind, findings, message)

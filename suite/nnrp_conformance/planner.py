@@ -1,0 +1,492 @@
+"""The execution plan: which recipes run against an endpoint, and with which exact request.
+
+Owns: parameter resolution and ``${NAME}`` substitution, case selection from a manifest's
+claims, the envelope each case sends, and the plan document (upstream execution-plan
+format plus our optional fields). It never talks to an endpoint.
+
+Parameter precedence (spec §8), highest first, for each recipe:
+
+1. ``--nnrp-param <recipe id>:NAME=VALUE`` — an explicit value scoped to one recipe.
+2. ``--nnrp-param NAME=VALUE`` — an explicit run-wide value; it overrides every recipe's
+   ``parameters`` (so ``MODEL_ID`` given this way also replaces ``backend-error``: use
+   ``--nnrp-model`` to choose the served model instead).
+3. A recipe ``parameters`` value that differs from the profile's placeholder default
+   (``contract.PLACEHOLDER_MODEL_ID``, ``"example-model"``) — e.g. the backend-error recipe's
+   ``MODEL_ID = "backend-error"`` is the value that triggers its case and survives rule 4.
+4. The run-wide model id (``--nnrp-model``, else the first model of the endpoint's capability
+   document; the caller resolves it and passes ``model_id``) — fills ``MODEL_ID`` where the
+   recipe carries the placeholder default or no ``MODEL_ID`` at all. A body ``model`` that an
+   upstream recipe hard-codes as the placeholder literal (``"example-model"``, as
+   ``chat-unsupported-operation.json`` does) is replaced by the run-wide model as well.
+5. The recipe's placeholder default itself (``example-model``).
+6. Planner defaults: ``UNSUPPORTED_OPERATION`` = an operation the manifest does not claim.
+
+A placeholder is ``${NAME}`` (NAME: letters, digits, ``_``), as a whole string (replaced by the
+value) or embedded in a longer string (interpolated); ``$${NAME}`` is a literal ``${NAME}``.
+An unknown NAME is a :class:`PlanError` naming the recipe, its file, the JSON pointer and the
+variable. Substitution covers ``operation``, ``request`` (body, nnrp and our members) and
+``expect``.
+
+Selection (fixing upstream-notes §11.E):
+
+* ``experimental``/``deprecated`` recipes are ``informational``: listed, never run.
+* A recipe above the run's level (``level``, default the manifest's highest claimed level,
+  which implies all lower levels) is ``not_claimed``.
+* A recipe that depends on a **critical** extension (it requires
+  ``api.extension.X.critical``, or ``api.extension.X``/``nnrp.extensions: [X]`` where the
+  manifest marks X critical) is ``extension_not_selected`` unless X is passed in
+  ``extensions``; selected extensions must be declared by the manifest.
+* A **mandatory** recipe of a claimed level that needs no extension is always ``selected``.
+  If the manifest lacks one of its required capabilities (e.g. Level 1 claimed with
+  ``streaming: false``) the case still runs, records ``missing_capabilities``, and the
+  judgement fails it with rule ``capability.not-claimed`` whatever the endpoint does: Level 1
+  requires what that recipe tests, and the run's evidence shows the endpoint's behaviour.
+* Any other recipe (optional, or needing an extension) is ``selected`` when every required
+  capability is claimed, else ``not_claimed`` (skipped with the reason, never failed).
+
+Unsupported-operation probes: a recipe that expects ``error.code = unsupported_operation``
+must not target an operation the manifest claims (an operation is claimed when it is listed,
+or when it is the single operation of Level 1 or 2 and that level is claimed). If it does,
+and the operation did not come from an explicit ``--nnrp-param``, the planner retargets it
+to the first profile operation the manifest does not claim, or, when every profile
+operation is claimed, to :data:`UNCLAIMED_OPERATION_FALLBACK`, a name outside the profile.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from nnrp_conformance import contract
+from nnrp_conformance.manifest import Manifest
+from nnrp_conformance.recipes import Recipe
+
+__all__ = [
+    "SELECTIONS",
+    "SEL_EXTENSION_NOT_SELECTED",
+    "SEL_INFORMATIONAL",
+    "SEL_NOT_CLAIMED",
+    "SEL_SELECTED",
+    "UNCLAIMED_OPERATION_FALLBACK",
+    "Plan",
+    "PlanError",
+    "PlannedCase",
+    "build_envelope",
+    "build_plan",
+    "resolve_parameters",
+    "substitute",
+    "unclaimed_operation",
+]
+
+SEL_SELECTED = "selected"
+SEL_NOT_CLAIMED = "not_claimed"
+SEL_INFORMATIONAL = "informational"
+SEL_EXTENSION_NOT_SELECTED = "extension_not_selected"
+SELECTIONS = (SEL_SELECTED, SEL_NOT_CLAIMED, SEL_INFORMATIONAL, SEL_EXTENSION_NOT_SELECTED)
+
+PARAM_MODEL_ID = "MODEL_ID"
+PARAM_UNSUPPORTED_OPERATION = "UNSUPPORTED_OPERATION"
+#: the operation an unsupported-operation probe uses when the manifest claims every profile one
+UNCLAIMED_OPERATION_FALLBACK = "conformance.unclaimed-operation"
+
+_PLACEHOLDER = re.compile(r"\$(\$?)\{([^{}]*)\}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_EXTENSION_TOKEN = re.compile(r"api\.extension\.(.+?)(\.critical)?\Z")
+
+
+class PlanError(Exception):
+    """The plan cannot be built (unknown parameter, bad level or extension selection)."""
+
+
+@dataclass
+class PlannedCase:
+    """One recipe with its selection decision and the exact request the suite will send."""
+
+    id: str
+    recipe: Recipe
+    status: str
+    selection: str
+    reason: str | None
+    operation: str
+    required_capabilities: tuple[str, ...]
+    level: int
+    request: dict[str, Any]
+    expect: dict[str, Any]
+    envelope: dict[str, Any]
+    parameters: dict[str, str] = field(default_factory=dict)
+    checks: tuple[str, ...] = ()
+    timeout_ms: int | None = None
+    #: required capabilities the manifest does not claim (mandatory cases run anyway)
+    missing_capabilities: tuple[str, ...] = ()
+    #: extensions the case depends on: name -> critical
+    extensions: dict[str, bool] = field(default_factory=dict)
+    #: planner decisions worth showing in a report (retargeted operation, …)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def selected(self) -> bool:
+        return self.selection == SEL_SELECTED
+
+    @property
+    def rule(self) -> str | None:
+        return self.recipe.rule
+
+    @property
+    def description(self) -> str | None:
+        return self.recipe.description
+
+    @property
+    def expected_terminal(self) -> str:
+        return self.expect.get("terminal", contract.TERMINAL_SUCCESS)
+
+    @property
+    def raw(self) -> dict[str, Any] | None:
+        return self.request.get("raw")
+
+    @property
+    def cancel_after_events(self) -> int | None:
+        cancel = self.request.get("cancel")
+        return cancel.get("after_events") if isinstance(cancel, dict) else None
+
+    @property
+    def streaming(self) -> bool:
+        body = self.envelope.get("body")
+        return isinstance(body, dict) and body.get("stream") is True
+
+    def to_plan_case(self) -> dict[str, Any]:
+        """This case as an execution-plan ``cases[]`` item."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "operation": self.operation,
+            "status": self.status,
+            "required_capabilities": sorted(set(self.required_capabilities)),
+            "request": copy.deepcopy(self.request),
+            "expect": copy.deepcopy(self.expect),
+            "level": self.level,
+        }
+        for key in ("description", "rule"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        if self.timeout_ms is not None:
+            out["timeout_ms"] = self.timeout_ms
+        if self.checks:
+            out["checks"] = list(self.checks)
+        return out
+
+
+@dataclass
+class Plan:
+    profile: str
+    schema_version: str
+    adapter: str
+    cases: list[PlannedCase]
+    parameters: dict[str, str]
+    model: str | None = None
+    level: int = contract.LEVEL_CHAT
+    extensions: tuple[str, ...] = ()
+    generated_at: str = field(
+        default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def selected(self) -> list[PlannedCase]:
+        return [c for c in self.cases if c.selected]
+
+    def case(self, case_id: str) -> PlannedCase:
+        for c in self.cases:
+            if c.id == case_id:
+                return c
+        raise KeyError(case_id)
+
+    def coverage_matrix(self) -> list[dict[str, Any]]:
+        by_feature: dict[str, list[PlannedCase]] = {}
+        for c in self.cases:
+            by_feature.setdefault(c.operation, []).append(c)
+        matrix = []
+        for feature in sorted(by_feature):
+            cases = by_feature[feature]
+            matrix.append({
+                "feature": feature,
+                "required_capabilities": sorted(
+                    {cap for c in cases for cap in c.required_capabilities}),
+                "summary": {
+                    "selected_cases": sum(c.selection == SEL_SELECTED for c in cases),
+                    "not_claimed_cases": sum(
+                        c.selection in (SEL_NOT_CLAIMED, SEL_EXTENSION_NOT_SELECTED)
+                        for c in cases),
+                    "informational_cases": sum(c.selection == SEL_INFORMATIONAL for c in cases),
+                },
+                "statuses": {
+                    f"{status}_cases": sum(c.status == status for c in cases)
+                    for status in contract.RECIPE_STATUSES
+                },
+                "case_ids": [c.id for c in cases],
+            })
+        return matrix
+
+    def to_json(self, results_path: str = "artifacts/nnrp-results.json",
+                evidence_dir: str = "artifacts/nnrp-evidence") -> dict[str, Any]:
+        """The plan document: upstream format (only selected cases listed) plus our fields.
+
+        Validated against the ``execution-plan`` schema before it is returned.
+        """
+        from nnrp_conformance import validation
+
+        doc: dict[str, Any] = {
+            "$schema": validation.schema_uri("execution-plan"),
+            "profile": self.profile,
+            "schema_version": self.schema_version,
+            "adapter": self.adapter,
+            "artifacts": {"results_path": str(results_path), "evidence_dir": str(evidence_dir)},
+            "coverage_matrix": self.coverage_matrix(),
+            "cases": [c.to_plan_case() for c in self.selected()],
+            "generated_at": self.generated_at,
+        }
+        if self.model:
+            doc["model"] = self.model
+        validation.check("execution-plan", doc)
+        return doc
+
+
+# --- substitution -------------------------------------------------------------------------
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _sub_string(text: str, params: Mapping[str, str], where: str, pointer: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        escaped, name = match.group(1), match.group(2)
+        if escaped:
+            return "${" + name + "}"
+        if not _NAME.match(name):
+            raise PlanError(f"{where}: {pointer or '/'}: malformed placeholder "
+                            f"{match.group(0)!r} (use ${{NAME}} with letters, digits and _; "
+                            f"write $${{…}} for a literal)")
+        if name not in params:
+            known = ", ".join(sorted(params)) or "none"
+            raise PlanError(f"{where}: {pointer or '/'}: unknown parameter ${{{name}}} "
+                            f"(known: {known}; set it with --nnrp-param {name}=VALUE)")
+        return str(params[name])
+
+    return _PLACEHOLDER.sub(replace, text)
+
+
+def substitute(obj: Any, params: Mapping[str, str], *, where: str, pointer: str = "") -> Any:
+    """A deep copy of ``obj`` with every ``${NAME}`` placeholder in string values filled."""
+    if isinstance(obj, str):
+        return _sub_string(obj, params, where, pointer)
+    if isinstance(obj, dict):
+        return {k: substitute(v, params, where=where, pointer=f"{pointer}/{_escape(str(k))}")
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [substitute(v, params, where=where, pointer=f"{pointer}/{i}")
+                for i, v in enumerate(obj)]
+    return copy.deepcopy(obj)
+
+
+def _split_params(params: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Run-wide params and recipe-scoped ones (keys ``<recipe id>:NAME``)."""
+    global_: dict[str, str] = {}
+    scoped: dict[str, dict[str, str]] = {}
+    for key, value in params.items():
+        recipe_id, sep, name = key.rpartition(":")
+        target = scoped.setdefault(recipe_id, {}) if sep else global_
+        name = name if sep else key
+        if not _NAME.match(name):
+            raise PlanError(f"--nnrp-param {key}={value}: parameter names are letters, digits "
+                            f"and _ (optionally prefixed by '<recipe id>:')")
+        target[name] = str(value)
+    return global_, scoped
+
+
+def resolve_parameters(
+    recipe: Recipe, *, model_id: str | None = None, params: Mapping[str, str] | None = None,
+    defaults: Mapping[str, str] | None = None,
+) -> tuple[dict[str, str], set[str]]:
+    """The parameter values for ``recipe`` (precedence: module doc) and the explicit names."""
+    global_, scoped = _split_params(params or {})
+    values: dict[str, str] = dict(defaults or {})
+    values.setdefault(PARAM_MODEL_ID, contract.PLACEHOLDER_MODEL_ID)
+    values.update(recipe.parameters)
+    if model_id and values.get(PARAM_MODEL_ID) == contract.PLACEHOLDER_MODEL_ID:
+        values[PARAM_MODEL_ID] = model_id
+    explicit = {**global_, **scoped.get(recipe.id, {})}
+    values.update(explicit)
+    return values, set(explicit)
+
+
+# --- selection helpers --------------------------------------------------------------------
+
+
+def _operation_claimed(manifest: Manifest, operation: str) -> bool:
+    if operation == contract.OP_CAPABILITIES_GET or manifest.claims_operation(operation):
+        return True
+    level = contract.OPERATION_LEVELS.get(operation)
+    # Levels 1 and 2 each consist of one operation, so claiming the level claims it.
+    return level in (contract.LEVEL_CHAT, contract.LEVEL_RESPONSES) and level in manifest.levels
+
+
+def unclaimed_operation(manifest: Manifest) -> str:
+    """The operation an unsupported-operation probe targets (see module doc)."""
+    for op in contract.PROFILE_OPERATIONS:
+        if not _operation_claimed(manifest, op):
+            return op
+    return UNCLAIMED_OPERATION_FALLBACK
+
+
+def _expects_unsupported_operation(expect: Mapping[str, Any]) -> bool:
+    for entry in expect.get("events") or ():
+        fields = entry.get("fields") or {}
+        err = fields.get("error") if isinstance(fields, dict) else None
+        if isinstance(err, dict) and err.get("code") == contract.ERR_UNSUPPORTED_OPERATION:
+            return True
+    return False
+
+
+def _required_extensions(recipe: Recipe, request: Mapping[str, Any],
+                         manifest: Manifest) -> dict[str, bool]:
+    """Extensions the recipe depends on, name -> critical."""
+    out: dict[str, bool] = {}
+    for token in recipe.required_capabilities:
+        m = _EXTENSION_TOKEN.match(token)
+        if m:
+            name = m.group(1)
+            out[name] = bool(m.group(2)) or manifest.extensions.get(name, False) or out.get(
+                name, False)
+    nnrp = request.get("nnrp") or {}
+    for name in nnrp.get("extensions") or () if isinstance(nnrp, dict) else ():
+        if isinstance(name, str):
+            out[name] = out.get(name, False) or manifest.extensions.get(name, False)
+    return out
+
+
+def build_envelope(operation: str, request: Mapping[str, Any], request_id: str) -> dict[str, Any]:
+    """The envelope a case sends: profile fields, body, nnrp, then ``request.envelope``
+    overrides (verbatim values; ``omit`` removes fields)."""
+    env: dict[str, Any] = {
+        "schema_version": contract.SCHEMA_VERSION,
+        "operation": operation,
+        "request_id": request_id,
+        "body": copy.deepcopy(request.get("body", {})),
+    }
+    if "nnrp" in request:
+        env["nnrp"] = copy.deepcopy(request["nnrp"])
+    overrides = request.get("envelope") or {}
+    for key, value in overrides.items():
+        if key != "omit":
+            env[key] = copy.deepcopy(value)
+    for key in overrides.get("omit") or ():
+        env.pop(key, None)
+    return env
+
+
+def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
+               params: Mapping[str, str], extensions: frozenset[str], run_level: int,
+               probe_operation: str) -> PlannedCase:
+    where = f"recipe {recipe.id} ({recipe.path})"
+    values, explicit = resolve_parameters(
+        recipe, model_id=model_id, params=params,
+        defaults={PARAM_UNSUPPORTED_OPERATION: probe_operation})
+    data = recipe.data
+    operation = substitute(data["operation"], values, where=where, pointer="/operation")
+    request = substitute(data["request"], values, where=where, pointer="/request")
+    expect = substitute(data["expect"], values, where=where, pointer="/expect")
+    required = tuple(substitute(list(recipe.required_capabilities), values, where=where,
+                                pointer="/required_capabilities"))
+    notes: list[str] = []
+
+    raw_model = data["request"].get("body", {}).get("model")
+    if model_id and raw_model == contract.PLACEHOLDER_MODEL_ID \
+            and PARAM_MODEL_ID not in explicit:
+        request["body"]["model"] = model_id
+        notes.append(f"hard-coded body.model {raw_model!r} replaced by the run-wide model "
+                     f"{model_id!r}")
+
+    if _expects_unsupported_operation(expect) and _operation_claimed(manifest, operation) \
+            and not (PARAM_UNSUPPORTED_OPERATION in explicit
+                     and PARAM_UNSUPPORTED_OPERATION in data["operation"]):
+        notes.append(f"operation {operation!r} is claimed by the manifest; the "
+                     f"unsupported-operation probe targets {probe_operation!r} instead")
+        operation = probe_operation
+
+    case_exts = _required_extensions(recipe, request, manifest)
+    caps = manifest.capabilities_for(operation)
+    missing = tuple(c for c in required if c not in caps)
+    status = recipe.status
+    selection, reason = SEL_SELECTED, None
+    critical_unselected = sorted(n for n, crit in case_exts.items()
+                                 if crit and n not in extensions)
+    if status in (contract.STATUS_EXPERIMENTAL, contract.STATUS_DEPRECATED):
+        selection, reason = SEL_INFORMATIONAL, f"{status} recipe: informational, not run"
+    elif critical_unselected:
+        selection = SEL_EXTENSION_NOT_SELECTED
+        reason = ("critical extension needs explicit selection: "
+                  + ", ".join(f"{n} (--nnrp-extension {n})" for n in critical_unselected))
+    elif recipe.level > run_level:
+        selection = SEL_NOT_CLAIMED
+        reason = f"Level {recipe.level} recipe; the run covers Level {run_level}"
+    elif status == contract.STATUS_MANDATORY and not case_exts:
+        if missing:
+            reason = (f"mandatory for Level {recipe.level}, which the manifest claims, but the "
+                      f"manifest does not claim {', '.join(missing)}: the case runs and fails "
+                      f"with capability.not-claimed")
+    elif missing:
+        selection, reason = SEL_NOT_CLAIMED, f"not claimed: {', '.join(missing)}"
+
+    return PlannedCase(
+        id=recipe.id,
+        recipe=recipe,
+        status=status,
+        selection=selection,
+        reason=reason,
+        operation=operation,
+        required_capabilities=required,
+        level=recipe.level,
+        request=request,
+        expect=expect,
+        envelope=build_envelope(operation, request, recipe.id),
+        parameters=values,
+        checks=recipe.checks,
+        timeout_ms=recipe.timeout_ms,
+        missing_capabilities=missing if selection == SEL_SELECTED else (),
+        extensions=case_exts,
+        notes=tuple(notes),
+    )
+
+
+def build_plan(recipes: Sequence[Recipe], manifest: Manifest, *, model_id: str | None = None,
+               params: Mapping[str, str] | None = None, extensions: Iterable[str] = (),
+               level: int | None = None) -> Plan:
+    """Plan every recipe against ``manifest`` (rules: module doc). Cases keep recipe order."""
+    selected_exts = frozenset(extensions)
+    undeclared = sorted(selected_exts - set(manifest.extensions))
+    if undeclared:
+        declared = ", ".join(sorted(manifest.extensions)) or "none"
+        raise PlanError(f"selected extension(s) not declared by the manifest: "
+                        f"{', '.join(undeclared)} (declared: {declared})")
+    run_level = manifest.max_level if level is None else level
+    if run_level not in contract.LEVELS:
+        raise PlanError(f"level {run_level} is not a profile level {list(contract.LEVELS)}")
+    if run_level > manifest.max_level:
+        raise PlanError(f"the run targets Level {run_level} but the manifest claims only "
+                        f"Level {manifest.max_level}")
+    probe = unclaimed_operation(manifest)
+    cases = [
+        _plan_case(r, manifest, model_id=model_id, params=params or {},
+                   extensions=selected_exts, run_level=run_level, probe_operation=probe)
+        for r in recipes
+    ]
+    return Plan(
+        profile=contract.PROFILE,
+        schema_version=contract.SCHEMA_VERSION,
+        adapter=manifest.adapter,
+        cases=cases,
+        parameters=dict(params or {}),
+        model=model_id,
+        level=run_level,
+        extensions=tuple(sorted(selected_exts)),
+    )

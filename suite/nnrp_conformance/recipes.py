@@ -1,0 +1,259 @@
+"""Recipe loading: find recipe files, parse JSON or YAML, validate them, return :class:`Recipe`.
+
+Owns: where the bundled recipes live (wheel package data or the repository's ``recipes/``),
+reading one or many recipe files, reporting *every* problem as ``<file>: <pointer>: <message>``
+(parse errors with their line, schema violations with the field), and refusing duplicate ids.
+It does not substitute parameters or select cases; that is :mod:`nnrp_conformance.planner`.
+
+A recipe's ``level`` is its explicit ``level`` field, else the lowest ``api.level<N>`` it
+requires (upstream's unsupported-operation recipe targets ``responses.create`` but requires
+``api.level1``: it is a Level 1 case), else the level of its operation
+(``contract.OPERATION_LEVELS``), else Level 1 (the discovery operation and operations outside
+the profile are Level 1 concerns).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nnrp_conformance import contract
+
+__all__ = [
+    "RECIPE_SUFFIXES",
+    "Recipe",
+    "RecipeError",
+    "RecipeProblem",
+    "bundled_recipes_dir",
+    "load_recipe_file",
+    "load_recipes",
+    "recipe_level",
+]
+
+RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One validated recipe, as read (``data`` is the parsed document, unsubstituted)."""
+
+    id: str
+    path: Path
+    data: dict[str, Any] = field(repr=False, hash=False, compare=False)
+    status: str
+    operation: str
+    required_capabilities: tuple[str, ...]
+    level: int
+    rule: str | None = None
+    description: str | None = None
+
+    @property
+    def parameters(self) -> dict[str, str]:
+        return dict(self.data.get("parameters") or {})
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        return tuple(self.data.get("checks") or ())
+
+    @property
+    def timeout_ms(self) -> int | None:
+        return self.data.get("timeout_ms")
+
+
+@dataclass(frozen=True)
+class RecipeProblem:
+    path: Path
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.pointer or '/'}: {self.message}"
+
+
+class RecipeError(Exception):
+    """Recipes that cannot be used. ``path``/``pointer``/``message`` describe the first problem;
+    ``problems`` lists all of them (``str()`` prints one line per problem)."""
+
+    def __init__(self, problems: Sequence[RecipeProblem]) -> None:
+        if not problems:
+            raise ValueError("RecipeError needs at least one problem")
+        self.problems = tuple(problems)
+        first = self.problems[0]
+        self.path, self.pointer, self.message = first.path, first.pointer, first.message
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    @classmethod
+    def single(cls, path: Path | str, pointer: str, message: str) -> RecipeError:
+        return cls([RecipeProblem(Path(path), pointer, message)])
+
+
+def bundled_recipes_dir() -> Path:
+    """The recipes shipped with the suite.
+
+    From a wheel they are package data (``nnrp_conformance/recipes``); in an editable install
+    the package directory has none, so the repository-root ``recipes/`` is used.
+    """
+    try:
+        packaged = resources.files("nnrp_conformance").joinpath("recipes")
+        if packaged.is_dir():
+            return Path(str(packaged))
+    except (ModuleNotFoundError, NotADirectoryError):  # pragma: no cover - defensive
+        pass
+    return Path(__file__).resolve().parents[2] / "recipes"
+
+
+def recipe_level(data: dict[str, Any]) -> int:
+    """Explicit ``level``, else the lowest ``api.level<N>`` the recipe requires, else its
+    operation's level, else Level 1."""
+    level = data.get("level")
+    if isinstance(level, int) and not isinstance(level, bool):
+        return level
+    required = [contract.level_capability(lv) for lv in contract.LEVELS]
+    for lv, token in zip(contract.LEVELS, required, strict=True):
+        if token in (data.get("required_capabilities") or ()):
+            return lv
+    return contract.OPERATION_LEVELS.get(str(data.get("operation")), contract.LEVEL_CHAT)
+
+
+def _parse(path: Path) -> tuple[Any, list[RecipeProblem]]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [RecipeProblem(path, "", f"cannot read file: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [RecipeProblem(path, "", f"not UTF-8 text (byte offset {exc.start})")]
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text), []
+        except json.JSONDecodeError as exc:
+            return None, [
+                RecipeProblem(path, "", f"invalid JSON at line {exc.lineno} column {exc.colno}: "
+                              f"{exc.msg}")
+            ]
+    try:
+        return yaml.safe_load(text), []
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [RecipeProblem(path, "", f"invalid YAML{where}: {problem}")]
+
+
+def _schema_problems(path: Path, data: Any) -> list[RecipeProblem]:
+    from nnrp_conformance import validation  # imported late: validation loads every schema
+
+    return [
+        RecipeProblem(path, v.pointer, f"{v.message} [{v.rule}]")
+        for v in validation.validate("recipe", data)
+    ]
+
+
+def _semantic_problems(path: Path, data: dict[str, Any]) -> list[RecipeProblem]:
+    """Rules a JSON Schema cannot state: counts that contradict each other."""
+    problems: list[RecipeProblem] = []
+    for i, entry in enumerate(data.get("expect", {}).get("events", [])):
+        lo, hi = entry.get("min_count"), entry.get("max_count")
+        if isinstance(lo, int) and isinstance(hi, int) and hi < lo:
+            problems.append(RecipeProblem(
+                path, f"/expect/events/{i}/max_count",
+                f"max_count {hi} is smaller than min_count {lo}"))
+    from nnrp_conformance.checks import NAMED_CHECKS
+
+    for i, name in enumerate(data.get("checks") or ()):
+        if name not in NAMED_CHECKS:
+            problems.append(RecipeProblem(
+                path, f"/checks/{i}", f"unknown check {name!r} (known: "
+                f"{', '.join(sorted(NAMED_CHECKS))})"))
+    request = data.get("request", {})
+    if "raw" in request and "envelope" in request:
+        problems.append(RecipeProblem(
+            path, "/request/raw", "request.raw replaces the envelope; do not combine it with "
+            "request.envelope"))
+    return problems
+
+
+def load_recipe_file(path: Path | str) -> Recipe:
+    """Parse and validate one recipe file; raises :class:`RecipeError` listing every problem."""
+    path = Path(path)
+    data, problems = _parse(path)
+    if not problems:
+        if not isinstance(data, dict):
+            kind = "empty" if data is None else type(data).__name__
+            problems = [RecipeProblem(path, "", f"a recipe must be a mapping/object, got {kind}")]
+        else:
+            problems = _schema_problems(path, data) or _semantic_problems(path, data)
+    if problems:
+        raise RecipeError(problems)
+    return Recipe(
+        id=data["id"],
+        path=path,
+        data=data,
+        status=data.get("status", contract.STATUS_MANDATORY),
+        operation=data["operation"],
+        required_capabilities=tuple(data.get("required_capabilities") or ()),
+        level=recipe_level(data),
+        rule=data.get("rule"),
+        description=data.get("description"),
+    )
+
+
+def _expand(paths: Iterable[Path | str]) -> tuple[list[Path], list[RecipeProblem]]:
+    files: list[Path] = []
+    problems: list[RecipeProblem] = []
+    for entry in paths:
+        p = Path(entry)
+        if p.is_dir():
+            found = sorted(
+                f for f in p.rglob("*")
+                if f.is_file() and f.suffix.lower() in RECIPE_SUFFIXES
+                and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
+            if not found:
+                problems.append(RecipeProblem(p, "", "directory contains no recipe files "
+                                              "(*.json, *.yaml, *.yml)"))
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            problems.append(RecipeProblem(p, "", "no such file or directory"))
+    return files, problems
+
+
+def load_recipes(paths: Sequence[Path | str] | None = None) -> list[Recipe]:
+    """Load recipes from files and directories (recursively ``*.json``/``*.yaml``/``*.yml``).
+
+    ``None`` loads the bundled recipes. Every file is checked before anything is raised, so
+    one :class:`RecipeError` reports all problems of all files, and duplicate ids name both
+    files. The order is the order of ``paths``, each directory sorted by file path.
+    """
+    files, problems = _expand([bundled_recipes_dir()] if paths is None else paths)
+    recipes: list[Recipe] = []
+    seen: dict[str, Path] = {}
+    seen_files: set[Path] = set()
+    for f in files:
+        key = f.resolve()
+        if key in seen_files:
+            continue  # a file named twice (directly and via its directory) is loaded once
+        seen_files.add(key)
+        try:
+            recipe = load_recipe_file(f)
+        except RecipeError as exc:
+            problems.extend(exc.problems)
+            continue
+        if recipe.id in seen:
+            problems.append(RecipeProblem(
+                f, "/id", f"duplicate recipe id {recipe.id!r} (also defined in {seen[recipe.id]})"))
+            continue
+        seen[recipe.id] = f
+        recipes.append(recipe)
+    if problems:
+        raise RecipeError(problems)
+    return recipes

@@ -1,0 +1,389 @@
+"""Executing one planned case against an endpoint, and the case-results document.
+
+Owns: turning a :class:`~nnrp_conformance.planner.PlannedCase` into a submit (the envelope,
+or the malformed payload a ``request.raw`` describes), reading the operation through the
+client until its terminal, the case timeout or the event cap, sending a real NNRP cancel
+when ``request.cancel.after_events`` says so, recording the :class:`Observation` and timings,
+and asking :func:`~nnrp_conformance.checks.judge` for the verdict. Endpoint misbehaviour
+never raises: it becomes a failed :class:`CaseResult` with findings.
+
+Terminal mapping (client delivery -> logical terminal): ``result_push`` -> the kind of its
+profile event (``response.completed`` or an empty push -> success, ``response.error`` ->
+error, ``response.cancelled`` -> cancelled; no event and an error status -> error);
+``result_drop`` with ``PEER_CANCELLED`` or carrying ``response.cancelled`` -> cancelled,
+any other drop -> error; ``local_cancelled`` -> cancelled; ``timeout`` and
+``transport_error`` -> no terminal.
+
+Upstream case results require ``terminal`` to be success, error or cancelled. A case whose
+operation never ended (timeout, transport loss, flood) is reported with ``terminal: "error"``
+(it did not end successfully) and ``diagnostics.terminal_observed: null``; a skipped case
+reports the terminal its recipe expects, with ``diagnostics.selection`` saying why it did
+not run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from nnrp_conformance import contract
+from nnrp_conformance.checks import Finding, Observation, Verdict, judge
+
+if TYPE_CHECKING:
+    from nnrp_conformance.manifest import Manifest
+    from nnrp_conformance.planner import Plan, PlannedCase
+
+__all__ = [
+    "DEFAULT_CASE_TIMEOUT_S",
+    "DEFAULT_MAX_EVENTS",
+    "CaseResult",
+    "case_results_document",
+    "payload_of",
+    "run_case",
+    "skipped_result",
+    "terminal_kind_of",
+]
+
+#: per-case limit; a cold CPU vLLM needs ~15-20 s for its first request
+DEFAULT_CASE_TIMEOUT_S = 60.0
+#: partial events accepted for one operation before the suite calls it a flood and cancels
+DEFAULT_MAX_EVENTS = 20_000
+#: the client's wire finding for an operation that exceeded its event cap
+CLIENT_FLOOD_RULE = "client.max_events"
+#: extra wall time over the client's own timeout before the runner gives up on an operation
+_GRACE_S = 5.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class CaseResult:
+    id: str
+    outcome: str
+    terminal: str | None
+    verdict: Verdict
+    events: list[dict[str, Any]]
+    duration_s: float
+    started_at: str
+    level: int
+    status: str
+    selection: str
+    reason: str | None
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.verdict.findings
+
+    @property
+    def message(self) -> str:
+        return self.verdict.message
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == contract.OUTCOME_PASSED
+
+    def to_upstream(self) -> dict[str, Any]:
+        """One case-results ``results[]`` item (terminal rule: module doc)."""
+        if self.terminal in contract.TERMINALS:
+            terminal = self.terminal
+        elif self.outcome == contract.OUTCOME_SKIPPED:
+            terminal = self.diagnostics.get("expected_terminal", contract.TERMINAL_SUCCESS)
+        else:
+            terminal = contract.TERMINAL_ERROR
+        diagnostics = _jsonable({
+            **self.diagnostics,
+            "terminal_observed": self.terminal,
+            "findings": [f.to_dict() for f in self.verdict.findings],
+            "level": self.level,
+            "status": self.status,
+            "selection": self.selection,
+            "reason": self.reason,
+            "duration_s": round(self.duration_s, 6),
+            "started_at": self.started_at,
+        })
+        return {
+            "id": self.id,
+            "outcome": self.outcome,
+            "terminal": terminal,
+            "events": [e for e in self.events
+                       if isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"]],
+            "diagnostics": diagnostics,
+            "message": self.verdict.message[:65536],
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value[:256]).decode("utf-8", "replace")
+    return repr(value)
+
+
+def skipped_result(case: PlannedCase) -> CaseResult:
+    """The result of a case the plan did not select (not claimed, informational, …)."""
+    reason = case.reason or f"not selected ({case.selection})"
+    verdict = Verdict(contract.OUTCOME_SKIPPED, None, [], f"{case.id}: skipped: {reason}")
+    return CaseResult(
+        id=case.id, outcome=contract.OUTCOME_SKIPPED, terminal=None, verdict=verdict, events=[],
+        duration_s=0.0, started_at=_now(), level=case.level, status=case.status,
+        selection=case.selection, reason=reason,
+        diagnostics={"expected_terminal": case.expected_terminal, "operation": case.operation},
+    )
+
+
+# --- submit payload -----------------------------------------------------------------------
+
+
+def payload_of(case: PlannedCase) -> tuple[dict[str, Any] | bytes, list[Any] | None]:
+    """What to submit: the envelope dict, or (raw bytes, typed frames) for ``request.raw``."""
+    raw = case.raw
+    if not raw:
+        return case.envelope, None
+    if "payload_hex" in raw:
+        payload: bytes = bytes.fromhex(raw["payload_hex"])
+    elif "payload_text" in raw:
+        payload = raw["payload_text"].encode("utf-8")
+    else:
+        payload = json.dumps(case.envelope, ensure_ascii=False, separators=(",", ":")).encode()
+    frames = None
+    if raw.get("frames"):
+        from nnrp_conformance.wire.codec import RawFrame
+
+        frames = [RawFrame(payload, **spec) for spec in raw["frames"]]
+    return payload, frames
+
+
+def _drop_is_cancel(reason: Any) -> bool:
+    if isinstance(reason, int) and not isinstance(reason, bool):
+        return reason == contract.WIRE_DROP_PEER_CANCELLED
+    name = str(getattr(reason, "name", reason) or "").lower()
+    return name in ("peer_cancelled", "3") or name.endswith("peer_cancelled")
+
+
+def terminal_kind_of(terminal: Any) -> str | None:
+    """The logical terminal of a client ``Terminal`` (mapping: module doc)."""
+    if terminal is None:
+        return None
+    delivery = getattr(terminal, "delivery", None)
+    event = getattr(terminal, "event", None)
+    etype = event.get("type") if isinstance(event, dict) else None
+    if delivery == "result_push":
+        if etype == contract.EV_ERROR:
+            return contract.TERMINAL_ERROR
+        if etype == contract.EV_CANCELLED:
+            return contract.TERMINAL_CANCELLED
+        if etype == contract.EV_COMPLETED:
+            return contract.TERMINAL_SUCCESS
+        status = getattr(terminal, "status_code", None)
+        if isinstance(status, int) and status >= contract.WIRE_STATUS_ERROR:
+            return contract.TERMINAL_ERROR
+        return contract.TERMINAL_SUCCESS
+    if delivery == "result_drop":
+        if etype == contract.EV_CANCELLED or _drop_is_cancel(getattr(terminal, "drop_reason",
+                                                                     None)):
+            return contract.TERMINAL_CANCELLED
+        return contract.TERMINAL_ERROR
+    if delivery == "local_cancelled":
+        return contract.TERMINAL_CANCELLED
+    return None
+
+
+# --- running ------------------------------------------------------------------------------
+
+
+def _ms(ns: int | None, t0: int) -> float | None:
+    return None if ns is None else round((ns - t0) / 1e6, 3)
+
+
+async def _cancel(op: Any) -> int:
+    try:
+        ns = await op.cancel()
+    except Exception:  # the op may already be over; the cancel attempt is still evidence
+        return time.perf_counter_ns()
+    return ns if isinstance(ns, int) else time.perf_counter_ns()
+
+
+async def run_case(client: Any, case: PlannedCase, *,
+                   timeout: float | None = DEFAULT_CASE_TIMEOUT_S,
+                   manifest: Manifest | None = None,
+                   capability_document: dict[str, Any] | None = None,
+                   max_events: int = DEFAULT_MAX_EVENTS) -> CaseResult:
+    """Run ``case`` once over ``client`` and judge it (it runs even if not selected; callers
+    decide about skipping). Never raises for endpoint misbehaviour."""
+    timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
+                 else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
+    started_at = _now()
+    t0 = time.perf_counter_ns()
+    obs = Observation()
+    extra = obs.extra
+    first_ns: int | None = None
+    terminal_ns: int | None = None
+    cancel_ns: int | None = None
+    op: Any = None
+    after = case.cancel_after_events
+    decode_errors: dict[int, str] = {}
+    try:
+        payload, frames = payload_of(case)
+    except Exception as exc:  # a recipe problem, not the endpoint's: still a clear failure
+        payload, frames = None, None
+        extra["exception"] = f"cannot build the submit for {case.id}: {exc}"
+    if payload is not None:
+        with anyio.move_on_after(timeout_s + _GRACE_S) as scope:
+            try:
+                op = await client.submit(payload, timeout=timeout_s, frames=frames,
+                                         max_events=max_events + 1)
+                if after == 0:
+                    cancel_ns = await _cancel(op)
+                    obs.cancelled_at_index = -1
+                async for ev in op:
+                    if ev.kind == "terminal":
+                        # keep iterating: the client ends the iteration once it has
+                        # recorded the terminal (op.terminal), which may lag this item
+                        terminal_ns = ev.received_at_ns
+                        if ev.decode_error:
+                            extra["terminal_decode_error"] = ev.decode_error
+                        continue
+                    if ev.kind != "partial":
+                        continue  # lifecycle records are evidence, not profile events
+                    first_ns = first_ns or ev.received_at_ns
+                    index = len(obs.events)
+                    obs.raw_events.append(ev)
+                    obs.events.append(ev.event if ev.decode_error is None else None)
+                    if ev.decode_error is not None:
+                        decode_errors[index] = ev.decode_error
+                    if len(obs.events) > max_events:
+                        extra["flooded"] = True
+                        extra["max_events"] = max_events
+                        cancel_ns = cancel_ns or await _cancel(op)
+                        break
+                    if after and obs.cancelled_at_index is None and len(obs.events) >= after:
+                        cancel_ns = await _cancel(op)
+                        obs.cancelled_at_index = index
+                if op.terminal is None:
+                    await op.result()
+            except Exception as exc:
+                extra["exception"] = f"{type(exc).__name__}: {exc}"
+        if scope.cancelled_caught:
+            obs.timed_out = True
+            if op is not None and cancel_ns is None:
+                with anyio.move_on_after(_GRACE_S):
+                    cancel_ns = await _cancel(op)
+    if decode_errors:
+        extra["decode_errors"] = decode_errors
+    _finish_observation(obs, op, cancel_ns)
+    if terminal_ns is None and obs.terminal_kind is not None:
+        terminal_ns = time.perf_counter_ns()
+    verdict = judge(case, obs, manifest=manifest, capability_document=capability_document)
+    events = [e for e in obs.events if isinstance(e, dict)]
+    if obs.terminal_event is not None:
+        events.append(obs.terminal_event)
+    duration = (time.perf_counter_ns() - t0) / 1e9
+    diagnostics = {
+        "expected_terminal": case.expected_terminal,
+        "operation": case.operation,
+        "request_id": case.envelope.get("request_id") if isinstance(case.envelope, dict)
+        else None,
+        "timings_ms": {
+            "submit_to_first_event": _ms(first_ns, t0),
+            "submit_to_terminal": _ms(terminal_ns, t0),
+            "submit_to_cancel": _ms(cancel_ns, t0),
+        },
+        "event_count": len(obs.events),
+        "terminal_delivery": extra.get("delivery"),
+        "drop_reason": extra.get("drop_reason"),
+        "status_code": extra.get("status_code"),
+        "cancelled_after_event": obs.cancelled_at_index,
+        "events_after_cancel": extra.get("events_after_cancel", 0),
+        "late_events": len(extra.get("late_events") or ()),
+        "timed_out": obs.timed_out,
+        "timeout_s": timeout_s,
+        "frames": _frame_summary(obs.raw_events),
+        "wire_findings": list(obs.wire_findings),
+        "notes": list(case.notes),
+    }
+    if extra.get("exception"):
+        diagnostics["exception"] = extra["exception"]
+    return CaseResult(
+        id=case.id, outcome=verdict.outcome, terminal=obs.terminal_kind, verdict=verdict,
+        events=events, duration_s=duration, started_at=started_at, level=case.level,
+        status=case.status, selection=case.selection, reason=case.reason,
+        diagnostics=diagnostics,
+    )
+
+
+def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> None:
+    """Fill the terminal, late events and wire findings from the client's operation."""
+    extra = obs.extra
+    if op is None:
+        return
+    term = getattr(op, "terminal", None)
+    if term is not None:
+        extra["delivery"] = term.delivery
+        extra["drop_reason"] = _jsonable(getattr(term, "drop_reason", None))
+        extra["status_code"] = getattr(term, "status_code", None)
+        extra["terminal_detail"] = getattr(term, "detail", None)
+        obs.terminal_kind = terminal_kind_of(term)
+        ev = getattr(term, "event", None)
+        obs.terminal_event = ev if isinstance(ev, dict) else None
+        if term.delivery == "timeout":
+            obs.timed_out = True
+    obs.wire_findings = [dict(w) for w in getattr(op, "wire_findings", None) or ()]
+    if any(w.get("rule") == CLIENT_FLOOD_RULE for w in obs.wire_findings):
+        extra["flooded"] = True
+        extra.setdefault("max_events", getattr(op, "max_events", None))
+    received: Sequence[Any] = list(getattr(op, "received", None) or ())
+    seen_terminal = False
+    late: list[Any] = []
+    for ev in received:
+        if seen_terminal:
+            late.append(ev.event if ev.event is not None else {
+                "decode_error": ev.decode_error})
+        elif ev.kind == "terminal":
+            seen_terminal = True
+    if late:
+        extra["late_events"] = late
+    if cancel_ns is not None:
+        extra["events_after_cancel"] = sum(
+            1 for ev in received
+            if ev.kind == "partial" and isinstance(ev.received_at_ns, int)
+            and ev.received_at_ns > cancel_ns)
+
+
+def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:
+    kinds: dict[str, int] = {}
+    total = 0
+    for ev in raw_events:
+        name = str(getattr(ev, "message_type", "?"))
+        kinds[name] = kinds.get(name, 0) + 1
+        raw = getattr(ev, "raw", b"")
+        total += len(raw) if isinstance(raw, bytes | bytearray) else 0
+    return {"by_message_type": kinds, "partial_bytes": total}
+
+
+def case_results_document(plan: Plan, results: Sequence[CaseResult]) -> dict[str, Any]:
+    """The upstream case-results document for ``results``, validated against its schema."""
+    from nnrp_conformance import validation
+
+    doc = {
+        "$schema": validation.schema_uri("case-results"),
+        "profile": plan.profile,
+        "schema_version": plan.schema_version,
+        "adapter": plan.adapter,
+        "results": [r.to_upstream() for r in results],
+    }
+    validation.check("case-results", doc)
+    return doc
