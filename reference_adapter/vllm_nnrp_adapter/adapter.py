@@ -324,7 +324,12 @@ class VllmNnrpAdapter:
             yield exc.event()
             return
         if envelope.operation == contract.OP_CAPABILITIES_GET:
-            yield profile.completed_event(self._capabilities)
+            event = profile.completed_event(self._capabilities)
+            if envelope.wants_diagnostics:
+                # The vllm.diagnostics extension: lets a client (the fault tests) ask the
+                # engine from outside how many requests it still holds.
+                event["nnrp"] = {"diagnostics": await self._engine_diagnostics()}
+            yield event
             return
         try:
             check_chat_body(envelope.body, allowed_operator_fields=self.allowed_operator_fields)
@@ -367,21 +372,14 @@ class VllmNnrpAdapter:
                 record.usage = _usage_numbers(result.get("usage") or {})
             yield profile.completed_event(result)
             return
+        # The in-band hint nnrp.cancel_after_events is NNRP policy: the server binding
+        # counts events and cancels through the abort hook registered above.
         mapper = ChunkMapper(attach_chunks=envelope.wants_openai_chunk)
-        cancel_after = envelope.cancel_after_events
-        emitted = 0
         stream = result
         try:
             async for chunk in stream:
                 for event in mapper.map_chunk(chunk.data):
                     yield event
-                    emitted += 1
-                    if cancel_after is not None and emitted >= cancel_after:
-                        await abort()
-                        if record is not None:
-                            record.cancellation_reason = contract.CANCEL_SOURCE_HINT
-                        yield profile.cancelled_event(contract.CANCEL_SOURCE_HINT)
-                        return
         except BackendError as exc:
             if record is not None:
                 record.backend_error_family = exc.family
@@ -397,6 +395,16 @@ class VllmNnrpAdapter:
             record.backend_time_ns = time.perf_counter_ns() - started
             record.usage = mapper.usage
         yield profile.completed_event(mapper.final_body())
+
+    async def _engine_diagnostics(self) -> dict[str, Any]:
+        diag: dict[str, Any] = {"vllm_version": getattr(self.backend, "version", None)}
+        if self.recorder is not None:
+            # The discovery operation itself is in flight while it reports.
+            diag["in_flight_operations"] = max(0, self.recorder.snapshot()["in_flight"] - 1)
+        count = getattr(self.backend, "num_unfinished_requests", None)
+        if count is not None:
+            diag["engine"] = {"unfinished_requests": await count()}
+        return diag
 
 
 def _vllm_request_id(ctx: Any, client_request_id: str | None) -> str:
