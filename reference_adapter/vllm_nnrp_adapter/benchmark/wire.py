@@ -1,0 +1,413 @@
+"""Wire benchmark: the naive nnrp-py pattern vs our binding, side by side, cross-process.
+
+For each column a server subprocess is started (``--serve naive|ours``) and this process
+is the client (the naive public-API client, or ``NnrpClient``). Both run the same bench
+handler, which stamps ``time.perf_counter_ns()`` into each delta at yield time; Linux's
+perf_counter is CLOCK_MONOTONIC, one clock for every process, so handler-yield → client-
+receive is measured on the same clock (checked and printed). Figures are medians of
+several runs; the table prints both columns and ours/naive ratios, and ``--json`` writes
+everything. Loopback only; every run is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import anyio
+from nnrp.client import NativeClientSessionOptions, connect_native_client_connection
+from nnrp.core import MessageType
+from nnrp.native import NativeInvalidStateError, NativeRuntimeEvent, NativeWouldBlockError
+from nnrp.runtime import PartialResultMetadata
+from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
+
+from nnrp_conformance import contract
+from nnrp_conformance.client import NnrpClient
+from nnrp_conformance.wire import codec
+from nnrp_conformance.wire.pump import client_options, parse_address, server_options
+
+TERMINALS = {MessageType.RESULT_PUSH, MessageType.RESULT_DROP, MessageType.RESULT_DROP_REASON}
+STALL_MS = 30.0  # a Nagle/delayed-ACK stall is ~40 ms; anything above this counts as one
+
+
+async def bench_handler(ctx: Any) -> Any:
+    """n deltas (each carrying its yield time), ``gap_us`` apart, then response.completed."""
+    body = ctx.envelope.get("body", {})
+    n, gap = int(body.get("n", 5)), float(body.get("gap_us", 0)) / 1e6
+    for i in range(n):
+        if gap:
+            await anyio.sleep(gap)
+        yield {
+            "type": contract.EV_OUTPUT_TEXT_DELTA,
+            "index": 0,
+            "delta": str(time.perf_counter_ns()),
+        }
+        if not gap and i % 64 == 63:
+            await anyio.sleep(0)
+    yield {"type": contract.EV_COMPLETED, "body": {"n": n}}
+
+
+def envelope(n: int, gap_us: float = 0) -> dict[str, Any]:
+    return {
+        "schema_version": contract.SCHEMA_VERSION,
+        "operation": contract.OP_CHAT_COMPLETIONS_CREATE,
+        "body": {"n": n, "gap_us": gap_us},
+    }
+
+
+# --- servers --------------------------------------------------------------------------------
+
+
+async def serve_ours(listen: str) -> None:
+    from vllm_nnrp_adapter.nnrp_server import NnrpServer
+
+    async with NnrpServer(bench_handler, listen) as srv:
+        print(srv.address, flush=True)
+        await _until_stdin_closes()
+
+
+async def serve_naive(listen: str) -> None:
+    """The natural nnrp-py pattern (notes §4.1): reader task with a 2 ms next_event slice,
+    one task per operation awaiting send_partial_result / send_result; no TCP_NODELAY."""
+    opts = server_options(parse_address(listen))
+    with listen_native_server(opts) as server:
+        print(server.bound_provider_endpoints["tcp"].uri.split("://", 1)[1], flush=True)
+        stop = asyncio.ensure_future(_until_stdin_closes())
+        tasks: set[asyncio.Task[None]] = set()
+        while not stop.done():
+            try:
+                sess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
+            except NativeWouldBlockError:
+                continue
+            t = asyncio.ensure_future(_naive_session(sess))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+
+
+class _Ctx:
+    def __init__(self, env: dict[str, Any]) -> None:
+        self.envelope = env
+
+
+async def _naive_op(op: Any) -> None:
+    md = op.submit.metadata.value
+    env = codec.decode_submit(md, bytes(op.submit.tail.body))
+    seq = 0
+    try:
+        async for ev in bench_handler(_Ctx(env)):
+            if ev["type"] in contract.TERMINAL_EVENT_TYPES:
+                rmd, body = codec.encode_result_push(op.frame_id, ev)
+                await op.send_result(rmd, body)
+                return
+            seq += 1
+            b = codec.encode_event(ev)
+            await op.send_partial_result(
+                PartialResultMetadata(op.operation_id, seq, 0, seq, len(b), 0), b
+            )
+    except NativeInvalidStateError:
+        return
+
+
+async def _naive_session(sess: Any) -> None:
+    tasks: set[asyncio.Task[None]] = set()
+    while True:
+        try:
+            ev = await sess.next_event(timeout=0.002)
+        except NativeWouldBlockError:
+            continue
+        except NativeInvalidStateError:
+            await asyncio.sleep(0.001)
+            continue
+        if ev.kind is NativeServerEventKind.SUBMIT:
+            t = asyncio.ensure_future(_naive_op(ev.as_submit()))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        elif (
+            ev.kind is NativeServerEventKind.RUNTIME
+            and ev.as_runtime().header.message_type is MessageType.SESSION_CLOSE
+        ):
+            sess.close()
+            return
+
+
+async def _until_stdin_closes() -> None:
+    await anyio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+class NaiveClient:
+    """Public async API: submit_operation + ``await session.next_event()`` per event."""
+
+    def __init__(self, cm: Any, conn: Any, session: Any) -> None:
+        self.cm, self.conn, self.session, self.next_id = cm, conn, session, 0
+
+    @classmethod
+    async def connect(cls, target: str) -> NaiveClient:
+        cm = connect_native_client_connection(client_options(parse_address(target)))
+        conn = cm.__enter__()
+        session = await conn.open_session(
+            NativeClientSessionOptions(profile_id=contract.WIRE_SESSION_PROFILE_ID)
+        )
+        return cls(cm, conn, session)
+
+    async def run(self, env: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        t0 = time.perf_counter_ns()
+        self.session.submit_operation(codec.build_submit(self.next_id, self.next_id, env))
+        recv: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ev = await self.session.next_event(timeout=5.0)
+            if isinstance(ev, NativeRuntimeEvent):
+                mt = ev.header.message_type
+                if mt is MessageType.PARTIAL_RESULT:
+                    recv.append((time.perf_counter_ns(), bytes(ev.tail.body)))
+                elif mt in TERMINALS:
+                    return {"t0": t0, "recv": recv, "end": time.perf_counter_ns()}
+        raise TimeoutError("naive op did not finish")
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self.session.close)
+        self.cm.__exit__(None, None, None)
+
+
+class OursClient:
+    def __init__(self, client: NnrpClient) -> None:
+        self.client = client
+
+    @classmethod
+    async def connect(cls, target: str) -> OursClient:
+        return cls(await NnrpClient.connect(target))
+
+    async def run(self, env: dict[str, Any]) -> dict[str, Any]:
+        op = await self.client.submit(env, timeout=60)
+        recv = [(e.received_at_ns, e.raw) async for e in op if e.kind == "partial"]
+        assert op.terminal is not None and op.terminal.delivery == "result_push", op.terminal
+        return {"t0": op.submitted_at_ns, "recv": recv, "end": op.terminal.received_at_ns}
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+# --- measurement -------------------------------------------------------------------------------
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else float("nan")
+
+
+async def measure(kind: str, target: str, cfg: dict[str, int]) -> dict[str, Any]:
+    cls = OursClient if kind == "ours" else NaiveClient
+    c = await cls.connect(target)
+    out: dict[str, Any] = {}
+    try:
+        for _ in range(cfg["warmup"]):
+            await c.run(envelope(5))
+        firsts, terms = [], []
+        for _ in range(cfg["ops"]):
+            r = await c.run(envelope(5))
+            firsts.append((r["recv"][0][0] - r["t0"]) / 1e6)
+            terms.append((r["end"] - r["t0"]) / 1e6)
+        out["submit_to_first_ms"] = {
+            "p50": pct(firsts, 50),
+            "p95": pct(firsts, 95),
+            "max": max(firsts),
+        }
+        out["submit_to_terminal_ms"] = {
+            "p50": pct(terms, 50),
+            "p95": pct(terms, 95),
+            "max": max(terms),
+        }
+        lat: list[float] = []
+        for _ in range(cfg["paced_runs"]):
+            r = await c.run(envelope(cfg["paced_n"], cfg["paced_gap_us"]))
+            lat += [(t - int(json.loads(b)["delta"])) / 1e6 for t, b in r["recv"]]
+        out["per_event_ms"] = {
+            "p50": pct(lat, 50),
+            "p95": pct(lat, 95),
+            "max": max(lat),
+            "gap_us": cfg["paced_gap_us"],
+            "n": len(lat),
+        }
+        rates, burst_lat = [], []
+        for _ in range(cfg["runs"]):
+            r = await c.run(envelope(cfg["burst"]))
+            assert len(r["recv"]) == cfg["burst"]
+            rates.append(cfg["burst"] / ((r["end"] - r["t0"]) / 1e9))
+            burst_lat += [(t - int(json.loads(b)["delta"])) / 1e6 for t, b in r["recv"]]
+        out["one_stream_events_per_s"] = {"median": statistics.median(rates), "runs": rates}
+        out["burst_per_event_ms"] = {
+            "p50": pct(burst_lat, 50),
+            "p95": pct(burst_lat, 95),
+            "max": max(burst_lat),
+        }
+    finally:
+        await c.close()
+    rates8 = []
+    for _ in range(cfg["runs"]):
+        clients = [await cls.connect(target) for _ in range(8)]
+        try:
+            per = cfg["burst8"]
+            t0 = time.perf_counter_ns()
+            async with anyio.create_task_group() as tg:
+                for cl in clients:
+                    tg.start_soon(cl.run, envelope(per))
+            rates8.append(8 * per / ((time.perf_counter_ns() - t0) / 1e9))
+        finally:
+            for cl in clients:
+                await cl.close()
+    out["eight_sessions_events_per_s"] = {"median": statistics.median(rates8), "runs": rates8}
+    return out
+
+
+@contextlib.contextmanager
+def server_process(kind: str):  # type: ignore[no-untyped-def]
+    extra = [f"--switch-interval-us={sys.getswitchinterval() * 1e6}"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_nnrp_adapter.benchmark.wire", "--serve", kind, *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        addr = proc.stdout.readline().strip()
+        if not addr:
+            raise RuntimeError(f"{kind} server did not start (exit {proc.poll()})")
+        yield addr
+    finally:
+        with contextlib.suppress(Exception):
+            assert proc.stdin is not None
+            proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+CONFIGS = {
+    "ours": {
+        "warmup": 20,
+        "ops": 300,
+        "paced_runs": 3,
+        "paced_n": 200,
+        "paced_gap_us": 2000,
+        "runs": 5,
+        "burst": 5000,
+        "burst8": 2000,
+    },
+    "naive": {
+        "warmup": 3,
+        "ops": 40,
+        "paced_runs": 1,
+        "paced_n": 100,
+        "paced_gap_us": 2000,
+        "runs": 3,
+        "burst": 300,
+        "burst8": 100,
+    },
+}
+
+ROWS = [
+    ("submit→first event p50 (ms)", ("submit_to_first_ms", "p50"), "low"),
+    ("submit→first event p95 (ms)", ("submit_to_first_ms", "p95"), "low"),
+    ("submit→terminal p50 (ms)", ("submit_to_terminal_ms", "p50"), "low"),
+    ("submit→terminal p95 (ms)", ("submit_to_terminal_ms", "p95"), "low"),
+    ("submit→terminal max (ms)", ("submit_to_terminal_ms", "max"), "low"),
+    ("per-event yield→recv p50 (ms, paced)", ("per_event_ms", "p50"), "low"),
+    ("per-event yield→recv p95 (ms, paced)", ("per_event_ms", "p95"), "low"),
+    ("per-event yield→recv max (ms, paced)", ("per_event_ms", "max"), "low"),
+    ("per-event yield→recv p95 (ms, burst)", ("burst_per_event_ms", "p95"), "low"),
+    ("events/s, one stream", ("one_stream_events_per_s", "median"), "high"),
+    ("events/s, 8 sessions", ("eight_sessions_events_per_s", "median"), "high"),
+]
+
+
+def render(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="NNRP wire, loopback TCP, cross-process (medians)")
+    t.add_column("metric")
+    t.add_column("naive nnrp-py", justify="right")
+    t.add_column("our binding", justify="right")
+    t.add_column("ratio (better ×)", justify="right")
+    for label, (a, b), better in ROWS:
+        n, o = results["naive"][a][b], results["ours"][a][b]
+        ratio = (n / o if better == "low" else o / n) if n and o else float("nan")
+        t.add_row(
+            label,
+            f"{n:,.3f}" if n < 1000 else f"{n:,.0f}",
+            f"{o:,.3f}" if o < 1000 else f"{o:,.0f}",
+            f"{ratio:,.1f}×",
+        )
+    Console().print(t)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="vllm-nnrp bench wire", description=__doc__.splitlines()[0])
+    ap.add_argument("--serve", choices=["ours", "naive"], help=argparse.SUPPRESS)
+    ap.add_argument("--listen", default="127.0.0.1:0", help=argparse.SUPPRESS)
+    ap.add_argument("--json", default="wire-benchmark.json", help="where to write the results")
+    ap.add_argument("--only", choices=["ours", "naive"], help="run one column")
+    ap.add_argument("--switch-interval-us", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.switch_interval_us:
+        sys.setswitchinterval(args.switch_interval_us / 1e6)
+    if args.serve:
+        anyio.run(serve_ours if args.serve == "ours" else serve_naive, args.listen)
+        return 0
+    clock = time.get_clock_info("perf_counter")
+    results: dict[str, Any] = {
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "clock": {
+            "perf_counter": clock.implementation,
+            "monotonic_same_clock": "CLOCK_MONOTONIC" in clock.implementation,
+        },
+        "configs": CONFIGS,
+    }
+    for kind in ("naive", "ours"):
+        if args.only and args.only != kind:
+            continue
+        with server_process(kind) as addr:
+            t = time.monotonic()
+            results[kind] = anyio.run(measure, kind, addr, CONFIGS[kind])
+            results[kind]["wall_s"] = round(time.monotonic() - t, 1)
+    stalls = {
+        k: results[k]["submit_to_terminal_ms"]["max"] > STALL_MS
+        for k in ("naive", "ours")
+        if k in results
+    }
+    results["stall_over_30ms"] = stalls
+    if not args.only:
+        render(results)
+    print(
+        json.dumps({k: results[k] for k in results if k in ("ours", "naive")}, indent=1)[:4000]
+        if args.only
+        else ""
+    )
+    print(f"clock: {clock.implementation}; results written to {args.json}")
+    with open(args.json, "w") as fh:
+        json.dump(results, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,713 @@
+"""The suite's NNRP client: one connection, one session, many operations, every frame kept.
+
+Owns the client end of the wire (spec §3) on nnrp-py: connect, submit envelopes (or
+deliberately malformed frames), iterate each operation's events with receive timestamps,
+real FRAME_CANCEL, per-operation timeouts, the discovery operation, and the wire-level
+findings the suite's checks read (``Operation.wire_findings``).
+
+Threading (docs/wire-pump.md): nnrp-py's calls block and are serialised per session, so
+one pump thread owns the session. It runs submit/cancel/close commands between polls,
+polls one event at a time (a multi-event poll lingers 2-3 ms and loses the whole batch on
+a stale event) only while operations are in flight, decodes and timestamps each frame
+and hands it to the operation's async iterator. Nothing here can hang: every wait is
+bounded, and a flood is capped per operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from nnrp.client import NativeClientSessionOptions, connect_native_client_connection
+from nnrp.core import MessageType
+from nnrp.native import (
+    NativeInvalidStateError,
+    NativeLifecycleEvent,
+    NativeRuntimeError,
+    NativeRuntimeEvent,
+    NativeWouldBlockError,
+)
+from nnrp.runtime import OperationState
+
+from nnrp_conformance import contract
+from nnrp_conformance.wire import codec, nodelay
+from nnrp_conformance.wire.codec import RawFrame, WireViolation
+from nnrp_conformance.wire.pump import (
+    DETAIL_STALE_OR_GONE,
+    ThreadChannel,
+    client_options,
+    detail_code,
+    parse_address,
+    status_text,
+)
+
+__all__ = ["NnrpClient", "NnrpClientError", "Operation", "RawFrame", "ReceivedEvent", "Terminal"]
+
+_EVENT_KIND_OPERATION_LIFECYCLE = 14
+_IDLE_WAIT_S = 0.05
+
+
+class NnrpClientError(RuntimeError):
+    """Connecting, submitting or closing failed; the message says which and why."""
+
+
+@dataclass(slots=True)
+class ReceivedEvent:
+    kind: str  # "partial" | "terminal"
+    received_at_ns: int
+    message_type: str
+    raw: bytes
+    event: dict[str, Any] | None
+    decode_error: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Terminal:
+    delivery: (
+        str  # "result_push" | "result_drop" | "local_cancelled" | "timeout" | "transport_error"
+    )
+    event: dict[str, Any] | None
+    status_code: int | None = None
+    drop_reason: int | None = None
+    detail: str = ""
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    received_at_ns: int | None = None
+
+    @property
+    def outcome(self) -> str | None:
+        """The profile terminal kind (contract.TERMINAL_*) this delivery amounts to, if any."""
+        if self.delivery in ("local_cancelled", "result_drop") and (
+            self.event is None or self.event.get("type") == contract.EV_CANCELLED
+        ):
+            return contract.TERMINAL_CANCELLED
+        if self.event is None:
+            return contract.TERMINAL_SUCCESS if self.delivery == "result_push" else None
+        return {v: k for k, v in contract.TERMINAL_EVENT_FOR.items()}.get(self.event.get("type"))
+
+
+_DONE = object()
+
+
+class Operation:
+    """One submitted operation. Iterate it for its events; ``terminal`` is set when it ends."""
+
+    def __init__(
+        self,
+        client: NnrpClient,
+        operation_id: int,
+        frame_id: int,
+        timeout: float | None,
+        max_events: int,
+    ) -> None:
+        self._client = client
+        self.operation_id = operation_id
+        self.frame_id = frame_id
+        self.submitted_at_ns = time.perf_counter_ns()
+        self.sent_at_ns: int | None = None
+        self.timeout = timeout
+        self.max_events = max_events
+        self.terminal: Terminal | None = None
+        self.received: list[ReceivedEvent] = []
+        self.wire_findings: list[dict[str, Any]] = []
+        self.cancel_sent_at_ns: int | None = None
+        self.local_cancelled_at_ns: int | None = None
+        self.stale_after_cancel = 0
+        self._native: Any = None
+        self._chan = ThreadChannel(client._loop)
+        self._iterated = False
+        # pump-thread state
+        self._partials = 0
+        self._last_result_sequence = 0
+        self._done_in_pump = False
+
+    # --- async side ----------------------------------------------------------------------
+    def __aiter__(self) -> AsyncIterator[ReceivedEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ReceivedEvent]:
+        if self._iterated:
+            raise NnrpClientError(
+                f"operation {self.operation_id} can be iterated once; use .received"
+            )
+        self._iterated = True
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while True:
+            try:
+                item = self._chan.get_nowait()
+            except IndexError:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    await self._expire()
+                    return
+                with anyio.move_on_after(remaining):
+                    await self._chan.wait()
+                continue
+            if item is _DONE:
+                return
+            yield item
+
+    async def _expire(self) -> None:
+        self._client._finish(
+            self,
+            Terminal(
+                "timeout",
+                None,
+                detail=(
+                    f"no terminal within {self.timeout:.3f}s; a FRAME_CANCEL was sent and later results are findings"
+                ),
+            ),
+        )
+        if self.cancel_sent_at_ns is None:
+            with contextlib.suppress(NnrpClientError):
+                await self.cancel()
+
+    async def result(self) -> Terminal:
+        """Drain the remaining events and return the terminal (never None)."""
+        if not self._iterated:
+            async for _ in self:
+                pass
+        else:
+            while self.terminal is None:
+                await anyio.sleep(0.001)
+        assert self.terminal is not None
+        return self.terminal
+
+    @property
+    def events(self) -> list[dict[str, Any] | None]:
+        """Decoded partial events received so far (evidence order)."""
+        return [e.event for e in self.received if e.kind == "partial"]
+
+    async def cancel(self) -> int:
+        """Send a real NNRP FRAME_CANCEL; returns perf_counter_ns when it was sent."""
+        if self.cancel_sent_at_ns is not None:
+            return self.cancel_sent_at_ns
+        fut = self._client._command("cancel", self)
+        await self._client._await(fut, 5.0, f"cancel of operation {self.operation_id}")
+        assert self.cancel_sent_at_ns is not None
+        return self.cancel_sent_at_ns
+
+    def finding(self, rule: str, detail: str, **extra: Any) -> None:
+        self.wire_findings.append(
+            {"rule": rule, "detail": detail, "operation_id": self.operation_id, **extra}
+        )
+
+
+class NnrpClient:
+    """One nnrp-py connection and one session; async context manager."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._conn_cm: Any = None
+        self._conn: Any = None
+        self._session: Any = None
+        self._ids = itertools.count(1)
+        self._ops: dict[int, Operation] = {}  # by frame id, in flight
+        self._by_op_id: dict[int, Operation] = {}
+        self._finished: collections.OrderedDict[int, Operation] = collections.OrderedDict()
+        self._commands: collections.deque[tuple[str, Any, concurrent.futures.Future[Any]]] = (
+            collections.deque()
+        )
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._broken: str | None = None
+        self.target = ""
+        self.transport = ""
+        self.default_timeout: float | None = 30.0
+        self.max_events = 100_000
+        self.cancel_grace = 2.0
+        self.stale_errors = 0
+
+    # --- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    async def connect(
+        cls,
+        target: str,
+        *,
+        connect_timeout: float = 10.0,
+        default_timeout: float | None = 30.0,
+        max_events: int = 100_000,
+    ) -> NnrpClient:
+        """Connect to ``host:port``, ``[::1]:port`` or a scheme URL and open one session."""
+        self = cls()
+        self.target = target
+        self.default_timeout = default_timeout
+        self.max_events = max_events
+        endpoint = parse_address(target)
+        self.transport = endpoint.transport
+        opts = client_options(endpoint)
+
+        def enter() -> None:
+            self._conn_cm = connect_native_client_connection(opts)
+            self._conn = self._conn_cm.__enter__()
+
+        try:
+            with anyio.fail_after(connect_timeout):
+                await anyio.to_thread.run_sync(enter, abandon_on_cancel=True)
+                self._session = await self._conn.open_session(
+                    NativeClientSessionOptions(profile_id=contract.WIRE_SESSION_PROFILE_ID)
+                )
+        except TimeoutError:
+            await self._drop_connection()
+            raise NnrpClientError(
+                f"connect to {target}: no session within {connect_timeout}s"
+            ) from None
+        except NativeRuntimeError as exc:
+            await self._drop_connection()
+            raise NnrpClientError(f"connect to {target}: {status_text(exc)}: {exc}") from None
+        except OSError as exc:
+            await self._drop_connection()
+            raise NnrpClientError(f"connect to {target}: {exc}") from None
+        if endpoint.transport in ("tcp", "websocket"):
+            nodelay.apply_nodelay()
+        self._thread = threading.Thread(
+            target=self._pump, name=f"nnrp-client-pump {target}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    async def __aenter__(self) -> NnrpClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _drop_connection(self) -> None:
+        if self._conn_cm is not None:
+            cm, self._conn_cm = self._conn_cm, None
+            with contextlib.suppress(Exception):
+                await anyio.to_thread.run_sync(
+                    cm.__exit__, None, None, None, abandon_on_cancel=True
+                )
+
+    async def aclose(self, *, timeout: float = 5.0) -> None:
+        """Close the session (waits for the server's ack, bounded) and the connection."""
+        if self._closing:
+            return
+        self._closing = True
+        for op in list(self._ops.values()):
+            self._finish(
+                op,
+                Terminal(
+                    "transport_error", None, detail="client closed with the operation in flight"
+                ),
+            )
+        if self._thread is not None:
+            fut = self._command("close", None)
+            with contextlib.suppress(NnrpClientError):
+                await self._await(fut, timeout, "session close")
+            await anyio.to_thread.run_sync(self._thread.join, timeout, abandon_on_cancel=True)
+        await self._drop_connection()
+
+    # --- operations --------------------------------------------------------------------------
+    async def submit(
+        self,
+        envelope: dict[str, Any] | bytes | None = None,
+        *,
+        timeout: float | None = -1.0,
+        frames: list[RawFrame] | None = None,
+        max_events: int | None = None,
+    ) -> Operation:
+        """Submit one FRAME_SUBMIT; see module docstring. ``timeout=-1`` means the client default."""
+        if self._closing:
+            raise NnrpClientError("client is closed")
+        if self._broken:
+            raise NnrpClientError(f"connection is broken: {self._broken}")
+        ident = next(self._ids)
+        op = Operation(
+            self,
+            ident,
+            ident,
+            self.default_timeout if timeout == -1.0 else timeout,
+            max_events or self.max_events,
+        )
+        try:
+            request = codec.build_submit(ident, ident, envelope, frames=frames)
+        except (ValueError, TypeError) as exc:
+            raise NnrpClientError(f"nnrp-py refuses to build this submit: {exc}") from exc
+        self._ops[op.frame_id] = op
+        self._by_op_id[op.operation_id] = op
+        fut = self._command("submit", (op, request))
+        try:
+            await self._await(fut, 10.0, f"submit of operation {ident}")
+        except NnrpClientError:
+            self._ops.pop(op.frame_id, None)
+            raise
+        return op
+
+    async def capabilities(self, *, timeout: float = 10.0) -> dict[str, Any]:
+        """Run the discovery operation; returns the capability document."""
+        op = await self.submit(
+            {
+                "schema_version": contract.SCHEMA_VERSION,
+                "operation": contract.OP_CAPABILITIES_GET,
+                "body": {},
+            },
+            timeout=timeout,
+        )
+        term = await op.result()
+        ev = term.event
+        if term.delivery != "result_push" or not ev or ev.get("type") != contract.EV_COMPLETED:
+            raise NnrpClientError(
+                f"{contract.OP_CAPABILITIES_GET} ended with {term.delivery}: "
+                f"{ev if ev is not None else term.detail}"
+            )
+        body = ev.get("body")
+        if not isinstance(body, dict):
+            raise NnrpClientError(
+                f"{contract.OP_CAPABILITIES_GET}: response.completed has no object body"
+            )
+        return body
+
+    # --- plumbing ------------------------------------------------------------------------------
+    def _command(self, kind: str, arg: Any) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._commands.append((kind, arg, fut))
+        self._wake.set()
+        return fut
+
+    async def _await(self, fut: concurrent.futures.Future[Any], timeout: float, what: str) -> Any:
+        try:
+            with anyio.fail_after(timeout):
+                return await asyncio.wrap_future(fut)
+        except TimeoutError:
+            raise NnrpClientError(f"{what}: the session did not answer within {timeout}s") from None
+        except NativeRuntimeError as exc:
+            raise NnrpClientError(f"{what}: {status_text(exc)}") from None
+
+    def _finish(self, op: Operation, terminal: Terminal) -> None:
+        """Record the terminal once (any thread); later frames for the op become findings."""
+        if op.terminal is not None:
+            return
+        if terminal.received_at_ns is None:
+            terminal.received_at_ns = time.perf_counter_ns()
+        op.terminal = terminal
+        self._ops.pop(op.frame_id, None)
+        self._finished[op.frame_id] = op
+        while len(self._finished) > 4096:
+            self._finished.popitem(last=False)
+        op._chan.put(_DONE)
+
+    # --- pump thread ---------------------------------------------------------------------------
+    def _pump(self) -> None:
+        consecutive_gone = 0
+        while True:
+            while self._commands:
+                kind, arg, fut = self._commands.popleft()
+                if kind == "close":
+                    fut.set_result(self._close_session())
+                    self._fail_all("session closed")
+                    return
+                try:
+                    fut.set_result(self._run_command(kind, arg))
+                except BaseException as exc:
+                    fut.set_exception(exc)
+            self._check_cancel_grace()
+            if not self._ops or self._broken:
+                self._wake.wait(_IDLE_WAIT_S)
+                self._wake.clear()
+                continue
+            try:
+                events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
+                consecutive_gone = 0
+            except NativeWouldBlockError:
+                continue
+            except NativeInvalidStateError as exc:
+                self._on_invalid_state(exc)
+                consecutive_gone += 1
+                if consecutive_gone > 64 and not self._cancelled_in_flight():
+                    self._broken = f"session unusable: {status_text(exc)}"
+                    self._fail_all(self._broken)
+                continue
+            except NativeRuntimeError as exc:
+                self._broken = f"poll failed: {status_text(exc)}"
+                self._fail_all(self._broken)
+                continue
+            now = time.perf_counter_ns()
+            for ev in events:
+                self._route(ev, now)
+
+    def _run_command(self, kind: str, arg: Any) -> Any:
+        if kind == "submit":
+            op, request = arg
+            op.sent_at_ns = time.perf_counter_ns()
+            op._native = self._session.submit_operation(request)
+            return None
+        if kind == "cancel":
+            op = arg
+            op.cancel_sent_at_ns = time.perf_counter_ns()
+            if op._native is not None and not op._done_in_pump:
+                try:
+                    self._session.cancel(frame_id=op.frame_id)
+                except NativeInvalidStateError:
+                    # the runtime already forgot the frame (it ended); the cancel is moot
+                    op.finding(
+                        "client.cancel_after_end", "cancel sent after the runtime closed the frame"
+                    )
+            return None
+        raise ValueError(kind)
+
+    def _close_session(self) -> str:
+        try:
+            self._session.close()
+            return "closed"
+        except NativeRuntimeError as exc:
+            # a dead or closed server answers close with 3/4/105 (notes §7): nothing to ack
+            return f"close: {status_text(exc)}"
+
+    def _cancelled_in_flight(self) -> bool:
+        return any(op.cancel_sent_at_ns is not None for op in self._ops.values())
+
+    def _on_invalid_state(self, exc: NativeInvalidStateError) -> None:
+        # A stale event of an operation we cancelled: the SDK raises instead of returning it,
+        # and does not say which operation. Count it; it is evidence, not a protocol finding.
+        if detail_code(exc) == DETAIL_STALE_OR_GONE:
+            self.stale_errors += 1
+            for op in self._ops.values():
+                if op.cancel_sent_at_ns is not None:
+                    op.stale_after_cancel += 1
+                    break
+
+    def _fail_all(self, why: str) -> None:
+        for op in list(self._ops.values()):
+            self._finish(op, Terminal("transport_error", None, detail=why))
+
+    def _check_cancel_grace(self) -> None:
+        if not self._ops:
+            return
+        now = time.perf_counter_ns()
+        for op in list(self._ops.values()):
+            if (
+                op.local_cancelled_at_ns is not None
+                and now - op.local_cancelled_at_ns > self.cancel_grace * 1e9
+            ):
+                op._done_in_pump = True
+                self._finish(
+                    op,
+                    Terminal(
+                        "local_cancelled",
+                        None,
+                        detail=(
+                            f"local lifecycle CANCELLED; no RESULT_DROP_REASON from the server within {self.cancel_grace}s"
+                        ),
+                    ),
+                )
+
+    def _route(self, ev: Any, now: int) -> None:
+        if isinstance(ev, NativeRuntimeEvent):
+            frame_id = ev.header.frame_id
+            op = self._ops.get(frame_id)
+            if op is None:
+                late = self._finished.get(frame_id)
+                if late is not None:
+                    self._late_frame(late, ev, now)
+                return
+            mt = ev.header.message_type
+            if mt is MessageType.PARTIAL_RESULT:
+                self._on_partial(op, ev, now)
+            elif mt is MessageType.RESULT_PUSH:
+                self._on_result_push(op, ev, now)
+            elif mt in (MessageType.RESULT_DROP_REASON, MessageType.RESULT_DROP):
+                self._on_drop(op, ev, now)
+            else:
+                op.received.append(
+                    ReceivedEvent(
+                        "other",
+                        now,
+                        mt.name,
+                        bytes(ev.tail.body or ev.tail.diagnostic or b""),
+                        None,
+                        None,
+                        {"frame_id": frame_id},
+                    )
+                )
+        elif isinstance(ev, NativeLifecycleEvent) and ev.kind == _EVENT_KIND_OPERATION_LIFECYCLE:
+            op_id = ev.diagnostic.related_operation_id
+            op = self._by_op_id.get(op_id)
+            if op is None or len(ev.payload) != 1:
+                return
+            state = OperationState(ev.payload[0])
+            if state is OperationState.CANCELLED and op.terminal is None:
+                op.local_cancelled_at_ns = now
+                op.received.append(
+                    ReceivedEvent(
+                        "lifecycle",
+                        now,
+                        "LIFECYCLE_CANCELLED",
+                        bytes(ev.payload),
+                        None,
+                        None,
+                        {"operation_id": op_id, "state": state.name},
+                    )
+                )
+
+    def _late_frame(self, op: Operation, ev: Any, now: int) -> None:
+        mt = ev.header.message_type
+        after = (
+            "after its terminal"
+            if op.terminal and op.terminal.delivery not in ("timeout",)
+            else "after the client timed out"
+        )
+        op.finding(
+            "wire.frame_after_terminal",
+            f"{mt.name} arrived {after} ({op.terminal.delivery if op.terminal else ''})",
+            message_type=mt.name,
+            received_at_ns=now,
+        )
+
+    def _cap(self, op: Operation) -> bool:
+        if len(op.received) < op.max_events:
+            return False
+        op.finding(
+            "client.max_events", f"more than {op.max_events} events; stopped reading the operation"
+        )
+        self._finish(
+            op,
+            Terminal(
+                "transport_error", None, detail=f"event flood: more than {op.max_events} events"
+            ),
+        )
+        op.cancel_sent_at_ns = time.perf_counter_ns()
+        with contextlib.suppress(NativeRuntimeError):
+            self._session.cancel(frame_id=op.frame_id)
+        return True
+
+    def _on_partial(self, op: Operation, ev: Any, now: int) -> None:
+        if self._cap(op):
+            return
+        md = ev.metadata.value
+        raw = bytes(ev.tail.body)
+        meta = {
+            "operation_id": md.operation_id,
+            "frame_id": ev.header.frame_id,
+            "result_sequence": md.result_sequence,
+            "delta_sequence": md.delta_sequence,
+            "body_bytes": md.body_bytes,
+            "flags": int(md.flags),
+            "object_id": md.object_id,
+        }
+        event: dict[str, Any] | None = None
+        err: str | None = None
+        try:
+            event = codec.decode_json_object(raw, what="partial_result")
+        except WireViolation as exc:
+            err = str(exc)
+            op.finding(exc.rule, exc.detail, result_sequence=md.result_sequence)
+        if md.operation_id != op.operation_id:
+            op.finding(
+                "partial_result.operation_id",
+                f"metadata operation_id {md.operation_id} != submitted {op.operation_id}",
+            )
+        if md.body_bytes != len(raw):
+            op.finding(
+                "partial_result.body_bytes", f"body_bytes {md.body_bytes} != body length {len(raw)}"
+            )
+        if md.result_sequence <= op._last_result_sequence:
+            op.finding(
+                "partial_result.order",
+                f"result_sequence {md.result_sequence} after {op._last_result_sequence}",
+            )
+        op._last_result_sequence = md.result_sequence
+        if op.local_cancelled_at_ns is not None:
+            op.finding(
+                "wire.partial_after_cancel",
+                "PARTIAL_RESULT delivered after the client's cancel",
+                result_sequence=md.result_sequence,
+            )
+        if event is not None and event.get("type") in contract.TERMINAL_EVENT_TYPES:
+            op.finding(
+                "partial_result.terminal_event",
+                f"{event.get('type')} travelled as a PARTIAL_RESULT; terminals belong in RESULT_PUSH",
+            )
+        op._partials += 1
+        rec = ReceivedEvent("partial", now, "PARTIAL_RESULT", raw, event, err, meta)
+        op.received.append(rec)
+        op._chan.put(rec)
+
+    def _on_result_push(self, op: Operation, ev: Any, now: int) -> None:
+        md = ev.metadata.value
+        raw = bytes(ev.tail.body)
+        meta = {
+            "frame_id": ev.header.frame_id,
+            "status_code": md.status_code,
+            "result_class": int(md.result_class),
+            "result_flags": int(md.result_flags),
+            "payload_kind_bitmap": int(md.payload_kind_bitmap),
+            "payload_frame_count": md.payload_frame_count,
+            "body_bytes": len(raw),
+        }
+        event: dict[str, Any] | None = None
+        err: str | None = None
+        try:
+            event = codec.decode_result_push(md, raw)
+        except WireViolation as exc:
+            err = str(exc)
+            op.finding(exc.rule, exc.detail)
+        if op.local_cancelled_at_ns is not None:
+            op.finding(
+                "wire.result_after_cancel", "RESULT_PUSH delivered for a frame the client cancelled"
+            )
+        diagnostics: dict[str, Any] = {}
+        if event is not None:
+            event, diagnostics = codec.split_diagnostics(event)
+        rec = ReceivedEvent("terminal", now, "RESULT_PUSH", raw, event, err, meta)
+        op.received.append(rec)
+        op._chan.put(rec)
+        op._done_in_pump = True
+        self._finish(
+            op,
+            Terminal(
+                "result_push",
+                event,
+                status_code=md.status_code,
+                detail=err or "",
+                diagnostics=diagnostics,
+                received_at_ns=now,
+            ),
+        )
+
+    def _on_drop(self, op: Operation, ev: Any, now: int) -> None:
+        md = ev.metadata.value
+        raw = bytes(ev.tail.diagnostic or b"")
+        reason = int(getattr(md, "drop_reason_code", 0))
+        meta = {
+            "frame_id": ev.header.frame_id,
+            "drop_reason_code": reason,
+            "result_sequence": getattr(md, "result_sequence", None),
+            "source_role": int(getattr(md, "source_role", 0)),
+            "diagnostic_bytes": len(raw),
+        }
+        event: dict[str, Any] | None = None
+        diagnostics: dict[str, Any] = {}
+        err: str | None = None
+        if raw:
+            try:
+                dd = codec.decode_drop_diagnostic(raw)
+                event, diagnostics = dd.event, dd.diagnostics
+            except WireViolation as exc:
+                err = str(exc)
+        rec = ReceivedEvent("terminal", now, ev.header.message_type.name, raw, event, err, meta)
+        op.received.append(rec)
+        op._chan.put(rec)
+        op._done_in_pump = True
+        self._finish(
+            op,
+            Terminal(
+                "result_drop",
+                event,
+                drop_reason=reason,
+                detail=err or "",
+                diagnostics=diagnostics,
+                received_at_ns=now,
+            ),
+        )

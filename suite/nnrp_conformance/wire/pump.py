@@ -1,0 +1,169 @@
+"""Helpers both pumps share (client and the adapter's server binding).
+
+Owns: parsing a target/listen address into nnrp-py options (one transport per address,
+chosen by scheme), triage of nnrp-py's status codes (stale event vs dead peer), and the
+small thread→event-loop channel the pumps use to hand events to anyio code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from nnrp.client import NativeClientOptions, NativeClientProviderRoute
+from nnrp.core import TransportPolicy
+from nnrp.native import NativeRuntimeError
+from nnrp.server import NativeServerBootstrapOptions, NativeServerProviderRoute
+
+from nnrp_conformance import contract
+
+#: nnrp-py detail code for "operation/session no longer usable": stale event of a cancelled
+#: operation, finished operation, or dead peer (the SDK does not tell them apart)
+DETAIL_STALE_OR_GONE = 105
+
+_SCHEMES = {
+    "tcp": ("tcp", TransportPolicy.FORCE_TCP),
+    "ipc": ("ipc", TransportPolicy.FORCE_IPC),
+    "unix": ("ipc", TransportPolicy.FORCE_IPC),
+    "ws": ("websocket", TransportPolicy.FORCE_WEBSOCKET),
+    "quic": ("quic", TransportPolicy.FORCE_QUIC),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One address, resolved: nnrp-py route key, provider locator, application endpoint."""
+
+    transport: str  # "tcp" | "ipc" | "websocket" | "quic"
+    provider_uri: str
+    host: str
+    port: int | None
+    policy: TransportPolicy
+
+    @property
+    def app_endpoint(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"nnrp://{host}:{self.port or contract.DEFAULT_NNRP_PORT}"
+
+
+class AddressError(ValueError):
+    """An address that names no transport nnrp-py ships, or is malformed."""
+
+
+def parse_address(address: str, *, default_host: str = "127.0.0.1") -> Endpoint:
+    """``host:port``, ``[v6]:port``, ``tcp://``, ``ipc://path`` / ``unix:///path``, ``ws://``, ``quic://``."""
+    address = address.strip()
+    if "://" not in address:
+        address = f"tcp://{address}"
+    parts = urlsplit(address)
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES:
+        raise AddressError(
+            f"address {address!r}: unknown scheme {scheme!r} (use tcp, ipc/unix, ws or quic)"
+        )
+    transport, policy = _SCHEMES[scheme]
+    if transport == "ipc":
+        path = (parts.netloc + parts.path) if scheme == "ipc" else parts.path
+        if not path:
+            raise AddressError(f"address {address!r}: an ipc address needs a socket path")
+        return Endpoint("ipc", f"unix://{path}", default_host, None, policy)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise AddressError(f"address {address!r}: {exc}") from None
+    host = parts.hostname or default_host
+    if port is None:
+        raise AddressError(
+            f"address {address!r}: a port is required (0 picks a free one when listening)"
+        )
+    shown = f"[{host}]" if ":" in host else host
+    suffix = parts.path if transport == "websocket" else ""
+    return Endpoint(transport, f"{scheme}://{shown}:{port}{suffix}", host, port, policy)
+
+
+def server_options(endpoint: Endpoint, **kwargs: Any) -> NativeServerBootstrapOptions:
+    # Forced policy: the server's AUTO fails with no ipc/websocket routes (notes §6.1), and an
+    # explicit provider route is the only way to bind port 0 (the app endpoint maps 0 -> 4433).
+    return NativeServerBootstrapOptions(
+        endpoint=endpoint.app_endpoint,
+        provider_routes={
+            endpoint.transport: NativeServerProviderRoute(provider_endpoint=endpoint.provider_uri)
+        },
+        transport_policy=endpoint.policy,
+        **kwargs,
+    )
+
+
+def client_options(endpoint: Endpoint, **kwargs: Any) -> NativeClientOptions:
+    return NativeClientOptions(
+        endpoint=endpoint.app_endpoint,
+        provider_routes={
+            endpoint.transport: NativeClientProviderRoute(provider_endpoint=endpoint.provider_uri)
+        },
+        transport_policy=endpoint.policy,
+        **kwargs,
+    )
+
+
+def detail_code(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    return getattr(status, "detail_code", None)
+
+
+def status_text(exc: NativeRuntimeError) -> str:
+    st = exc.status
+    return (
+        f"{type(exc).__name__}(status={st.status_code}/{st.status_name}, family={st.error_family}, "
+        f"protocol={st.protocol_error_code}, detail={st.detail_code})"
+    )
+
+
+class ThreadChannel:
+    """Unbounded-by-construction deque filled by a pump thread and drained by one async reader.
+
+    Why: one ``call_soon_threadsafe`` per event costs a loop wake-up each; here the producer
+    only wakes the loop when the reader is actually waiting, so a burst costs one wake-up.
+    The producer bounds the content (max events per operation), not this class.
+    """
+
+    __slots__ = ("_items", "_lock", "_loop", "_waiter")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[Any] = collections.deque()
+        self._lock = threading.Lock()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, item: Any) -> None:
+        with self._lock:
+            self._items.append(item)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
+
+    def get_nowait(self) -> Any:
+        """Next item or raise IndexError."""
+        return self._items.popleft()
+
+    async def wait(self) -> None:
+        """Return once an item is available (possibly at once)."""
+        with self._lock:
+            if self._items:
+                return
+            self._waiter = self._loop.create_future()
+            waiter = self._waiter
+        try:
+            await waiter
+        finally:
+            with self._lock:
+                if self._waiter is waiter:
+                    self._waiter = None
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

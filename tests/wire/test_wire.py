@@ -1,0 +1,339 @@
+"""Real-wire tests: NnrpServer and NnrpClient over loopback TCP with nnrp-py (no mocks)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from nnrp_conformance import contract
+from nnrp_conformance.client import NnrpClient
+from nnrp_conformance.wire import nodelay
+from nnrp_conformance.wire.codec import RawFrame, dump_json
+from vllm_nnrp_adapter.nnrp_server import NnrpServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.wire]
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+from wire_handlers import Recorder, make_handler  # noqa: E402
+
+
+def env(body: dict, **nnrp: object) -> dict:
+    e = {
+        "schema_version": contract.SCHEMA_VERSION,
+        "operation": contract.OP_CHAT_COMPLETIONS_CREATE,
+        "body": body,
+    }
+    if nnrp:
+        e["nnrp"] = nnrp
+    return e
+
+
+async def test_echo_round_trip_and_nodelay() -> None:
+    async with NnrpServer(make_handler()) as srv, await NnrpClient.connect(srv.address) as client:
+        op = await client.submit(env({"mode": "echo", "text": "héllo"}), timeout=10)
+        events = [e async for e in op]
+        assert [e.kind for e in events] == ["partial", "terminal"]
+        assert events[0].event == {
+            "type": contract.EV_OUTPUT_TEXT_DELTA,
+            "index": 0,
+            "delta": "héllo",
+        }
+        assert events[0].metadata["result_sequence"] == 1
+        assert events[0].metadata["operation_id"] == op.operation_id
+        assert op.terminal is not None and op.terminal.delivery == "result_push"
+        assert op.terminal.status_code == contract.WIRE_STATUS_OK
+        assert op.terminal.event == {"type": contract.EV_COMPLETED, "body": {"echo": "héllo"}}
+        assert events[1].metadata["payload_kind_bitmap"] == contract.WIRE_PAYLOAD_KIND_BITMAP
+        assert op.wire_findings == []
+        socks = nodelay.connected_tcp_sockets()
+        assert socks and all(nodelay.has_nodelay(s.fd) for s in socks)
+        assert await client.capabilities() == {"profile": contract.PROFILE}
+
+
+async def test_thousand_events_complete_and_ordered() -> None:
+    async with (
+        NnrpServer(make_handler(), queue_size=32) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        op = await client.submit(env({"mode": "stream", "n": 1000}), timeout=60)
+        events = [e async for e in op]
+        partials = [e for e in events if e.kind == "partial"]
+        assert [e.event["delta"] for e in partials] == [f"d{i}" for i in range(1000)]
+        assert [e.metadata["result_sequence"] for e in partials] == list(range(1, 1001))
+        assert op.terminal.event["type"] == contract.EV_COMPLETED
+        assert op.wire_findings == []
+
+
+async def test_handler_without_terminal_gets_empty_success() -> None:
+    async with NnrpServer(make_handler()) as srv, await NnrpClient.connect(srv.address) as client:
+        op = await client.submit(env({"mode": "stream", "n": 3, "no_terminal": True}), timeout=10)
+        term = await op.result()
+        assert (
+            term.delivery == "result_push"
+            and term.event is None
+            and term.outcome == contract.TERMINAL_SUCCESS
+        )
+        assert op.received[-1].metadata["payload_frame_count"] == 0
+        assert op.wire_findings == []
+
+
+async def test_cancel_after_first_event() -> None:
+    rec = Recorder()
+    async with (
+        NnrpServer(make_handler(rec)) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        op = await client.submit(env({"mode": "forever", "gap_ms": 5}), timeout=10)
+        async for ev in op:
+            if ev.kind == "partial":
+                await op.cancel()
+        term = op.terminal
+        assert term.delivery == "result_drop", term
+        assert term.drop_reason == contract.WIRE_DROP_PEER_CANCELLED
+        assert (
+            term.event["type"] == contract.EV_CANCELLED
+            and term.outcome == contract.TERMINAL_CANCELLED
+        )
+        cancel = term.diagnostics["cancellation"]
+        assert cancel["source"] == contract.CANCEL_SOURCE_CLIENT
+        assert cancel["operation_id"] == op.operation_id and cancel["abort_accepted"] is True
+        assert [a[1].source for a in rec.aborts] == [contract.CANCEL_SOURCE_CLIENT]
+        # the session stays usable
+        op2 = await client.submit(env({"mode": "echo", "text": "after"}), timeout=10)
+        assert (await op2.result()).event["body"] == {"echo": "after"}
+
+
+async def test_cancel_after_events_hint_ends_with_pushed_cancelled() -> None:
+    rec = Recorder()
+    async with (
+        NnrpServer(make_handler(rec)) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        op = await client.submit(
+            env({"mode": "forever", "gap_ms": 1}, cancel_after_events=1), timeout=10
+        )
+        term = await op.result()
+        assert len(op.events) == 1
+        assert term.delivery == "result_push" and term.event["type"] == contract.EV_CANCELLED
+        assert term.diagnostics["cancellation"]["source"] == contract.CANCEL_SOURCE_HINT
+        assert rec.aborts and rec.aborts[0][1].source == contract.CANCEL_SOURCE_HINT
+
+
+async def test_timeout_stops_emission_and_aborts() -> None:
+    rec = Recorder()
+    async with (
+        NnrpServer(make_handler(rec)) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        op = await client.submit(env({"mode": "forever", "gap_ms": 10}, timeout_ms=150), timeout=10)
+        term = await op.result()
+        assert term.delivery == "result_push"
+        assert term.event["error"]["code"] == contract.ERR_TIMEOUT
+        assert term.event["error"]["type"] == contract.ERROR_CODES[contract.ERR_TIMEOUT]
+        assert term.diagnostics["cancellation"]["source"] == contract.CANCEL_SOURCE_TIMEOUT
+        assert term.diagnostics["cancellation"]["abort_accepted"] is True
+        assert rec.aborts[0][1].source == contract.CANCEL_SOURCE_TIMEOUT
+        assert term.diagnostics["events_emitted"] == len(op.events)
+        silent = await client.submit(env({"mode": "silent"}, timeout_ms=100), timeout=10)
+        assert (await silent.result()).event["error"]["code"] == contract.ERR_TIMEOUT
+
+
+async def test_client_side_timeout_records_and_cancels() -> None:
+    async with NnrpServer(make_handler()) as srv, await NnrpClient.connect(srv.address) as client:
+        op = await client.submit(env({"mode": "silent"}), timeout=0.3)
+        term = await op.result()
+        assert term.delivery == "timeout" and op.cancel_sent_at_ns is not None
+
+
+MALFORMED = [
+    ("not utf-8", b"\xff\xfe{}", None, "submit.payload.utf8"),
+    ("not json", b"{nope", None, "submit.payload.json"),
+    ("json array", b"[1,2]", None, "submit.payload.object"),
+    (
+        "extra frame",
+        None,
+        [RawFrame(dump_json({"a": 1})), RawFrame(dump_json({"b": 2}))],
+        "submit.payload_frame_count",
+    ),
+    ("wrong kind", None, [RawFrame(b"{}", payload_kind=64)], "submit.payload_kind_bitmap"),
+    ("append semantics", None, [RawFrame(b"{}", stream_semantics=2)], "submit.stream_semantics"),
+    ("profile id", None, [RawFrame(b"{}", profile_id=7)], "submit.profile_id"),
+    ("schema id", None, [RawFrame(b"{}", schema_id=3)], "submit.schema_id"),
+    ("descriptor flags", None, [RawFrame(b"{}", descriptor_flags=1)], "submit.descriptor_flags"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "frames", "rule"), MALFORMED, ids=[m[0] for m in MALFORMED]
+)
+async def test_malformed_frames_get_error_terminal(
+    name: str, payload: bytes | None, frames, rule: str
+) -> None:
+    rec = Recorder()
+    async with (
+        NnrpServer(make_handler(rec)) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        op = await client.submit(payload, frames=frames, timeout=10)
+        term = await op.result()
+        assert term.delivery == "result_push", term
+        assert term.event["type"] == contract.EV_ERROR
+        assert term.event["error"]["code"] == contract.ERR_INVALID_REQUEST
+        assert rule in term.event["error"]["message"]
+        assert term.status_code == contract.WIRE_STATUS_ERROR
+        assert rec.started == []  # the handler never saw it
+        ok = await client.submit(env({"mode": "echo", "text": "still up"}), timeout=10)
+        assert (await ok.result()).event["body"] == {"echo": "still up"}
+
+
+async def test_oversized_envelope_and_handler_failures() -> None:
+    async with (
+        NnrpServer(make_handler(), max_envelope_bytes=1000) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        big = await client.submit(env({"mode": "echo", "text": "x" * 5000}), timeout=10)
+        assert (await big.result()).event["error"]["code"] == contract.ERR_REQUEST_TOO_LARGE
+        crash = await client.submit(env({"mode": "crash"}), timeout=10)
+        term = await crash.result()
+        assert len(crash.events) == 1 and term.event["error"]["code"] == contract.ERR_INTERNAL
+        assert "boom" in term.event["error"]["message"]
+        err = await client.submit(env({"mode": "error"}), timeout=10)
+        term = await err.result()
+        assert (
+            term.event["error"]["code"] == "missing_messages"
+            and term.status_code == contract.WIRE_STATUS_ERROR
+        )
+
+
+async def test_diagnostics_on_request() -> None:
+    async with NnrpServer(make_handler()) as srv, await NnrpClient.connect(srv.address) as client:
+        op = await client.submit(env({"mode": "stream", "n": 2}, diagnostics=True), timeout=10)
+        term = await op.result()
+        assert (
+            term.diagnostics["operation_id"] == op.operation_id
+            and term.diagnostics["events_emitted"] == 2
+        )
+        assert "nnrp" not in term.event
+
+
+async def test_sixteen_sessions_interleaved() -> None:
+    async with NnrpServer(make_handler()) as srv:
+        clients = [await NnrpClient.connect(srv.address) for _ in range(16)]
+        results: dict[tuple[int, int], list[str]] = {}
+
+        async def run(ci: int, client: NnrpClient) -> None:
+            ops = [
+                await client.submit(env({"mode": "stream", "n": 20 + k, "gap_ms": 1}), timeout=60)
+                for k in range(3)
+            ]
+            for k, op in enumerate(ops):
+                await op.result()
+                results[(ci, k)] = [e["delta"] for e in op.events]
+                assert op.terminal.event["body"] == {"n": 20 + k} and op.wire_findings == []
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, c in enumerate(clients):
+                    tg.start_soon(run, i, c)
+        finally:
+            for c in clients:
+                await c.aclose()
+        assert len(results) == 48
+        assert all(v == [f"d{i}" for i in range(20 + k)] for (_, k), v in results.items())
+
+
+async def test_client_disconnect_mid_stream_aborts_handler() -> None:
+    rec = Recorder()
+    async with NnrpServer(make_handler(rec)) as srv:
+        client = await NnrpClient.connect(srv.address)
+        op = await client.submit(env({"mode": "forever", "gap_ms": 2}), timeout=10)
+        async for _ev in op:
+            if len(op.events) >= 3:
+                break
+        await client.aclose()
+        with anyio.fail_after(10):
+            while not rec.aborts:
+                await anyio.sleep(0.01)
+        assert rec.aborts[0][1].source == contract.CANCEL_SOURCE_DISCONNECT
+        async with await NnrpClient.connect(srv.address) as again:
+            ok = await again.submit(env({"mode": "echo", "text": "next"}), timeout=10)
+            assert (await ok.result()).event["body"] == {"echo": "next"}
+
+
+def _spawn(args: list[str]) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, *args], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    addr = proc.stdout.readline().strip()
+    assert addr, "subprocess server did not start"
+    return proc, addr
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        proc.stdin.close()
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+async def test_cross_process_server() -> None:
+    proc, addr = _spawn([str(Path(__file__).parent / "wire_handlers.py")])
+    try:
+        async with await NnrpClient.connect(addr) as client:
+            op = await client.submit(env({"mode": "stream", "n": 200}), timeout=30)
+            await op.result()
+            assert [e["delta"] for e in op.events] == [f"d{i}" for i in range(200)]
+            c = await client.submit(env({"mode": "forever", "gap_ms": 2}), timeout=10)
+            async for ev in c:
+                if ev.kind == "partial":
+                    await c.cancel()
+            assert c.terminal.outcome == contract.TERMINAL_CANCELLED
+    finally:
+        _stop(proc)
+
+
+CLIENT_SCRIPT = """
+import anyio, sys
+from nnrp_conformance.client import NnrpClient
+async def main():
+    c = await NnrpClient.connect(sys.argv[1])
+    op = await c.submit({"schema_version": "openai-compatible/1", "operation": "chat.completions.create",
+                         "body": {"mode": "forever", "gap_ms": 2}}, timeout=30)
+    async for ev in op:
+        print("event", flush=True)
+        await anyio.sleep(30)
+anyio.run(main)
+"""
+
+
+async def test_killed_client_process_aborts_handler() -> None:
+    rec = Recorder()
+    async with NnrpServer(make_handler(rec)) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLIENT_SCRIPT, srv.address],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # read off-loop: the handler serving this client runs on this event loop
+            line = await anyio.to_thread.run_sync(proc.stdout.readline)
+            assert line.strip() == "event"
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+            with anyio.fail_after(15):
+                while not rec.aborts:
+                    await anyio.sleep(0.02)
+            assert rec.aborts[0][1].source == contract.CANCEL_SOURCE_DISCONNECT
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
