@@ -1,5 +1,46 @@
 """Benchmarks of the adapter, one module per benchmark, each with ``main(argv) -> int``.
 
-``wire``: the NNRP wire itself (naive nnrp-py pattern vs this project's binding),
-cross-process over loopback TCP. Hooked up as ``vllm-nnrp bench wire``.
+``vllm-nnrp bench NAME [ARGS]`` dispatches here. Every benchmark prints a table and writes
+its JSON (``--json PATH``) in the ``benchmark-results`` schema; figures are medians of
+repeats, with machine and versions recorded.
+
+* ``wire``: the NNRP wire itself (naive nnrp-py pattern vs this project's binding),
+  cross-process over loopback TCP.
+* ``mapper``: profile mapper throughput (chunk → event → wire bytes) against its floor.
+* ``soak``: a long operation soak on a scripted backend, resident memory over time.
+* ``vllm``: streaming latency, cancellation latency and the end-to-end smoke on real vLLM.
+* ``parity``: vLLM's own HTTP/SSE server against the adapter over NNRP, same engine.
 """
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+BENCHMARKS: dict[str, str] = {
+    "wire": "the NNRP wire: naive nnrp-py vs this binding",
+    "mapper": "profile mapper throughput vs the parse+serialise floor",
+    "soak": "10,000-operation soak, resident memory flat after warm-up",
+    "vllm": "streaming and cancellation latency, e2e smoke (real vLLM)",
+    "parity": "HTTP/SSE (vllm serve) vs NNRP adapter on the same engine",
+}
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print("usage: vllm-nnrp bench NAME [ARGS...]\n\nbenchmarks:")
+        for name, doc in BENCHMARKS.items():
+            print(f"  {name:<8} {doc}")
+        return 0 if args else 2
+    name = args[0]
+    if name not in BENCHMARKS:
+        print(f"vllm-nnrp bench: unknown benchmark {name!r} (try --help)", file=sys.stderr)
+        return 2
+    try:
+        module = importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        print(f"vllm-nnrp bench {name}: not available here ({exc})", file=sys.stderr)
+        return 2
+    return int(module.main(args[1:]) or 0)
