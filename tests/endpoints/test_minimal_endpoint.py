@@ -282,7 +282,7 @@ def test_cancel_after_events_hint(endpoint: int) -> None:
     out = exchange(endpoint, envelope(chat(stream=True), nnrp={"cancel_after_events": 1}))
     assert len(out.partials) == 1
     assert out.push == {"type": "response.cancelled", "reason": "cancel_after_events",
-                        "events_sent": 1}
+                        "nnrp": {"diagnostics": {"cancellation": {"events_sent": 1}}}}
 
 
 def test_timeout_hint(endpoint: int) -> None:

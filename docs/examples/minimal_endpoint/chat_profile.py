@@ -70,7 +70,11 @@ def error_event(code: str, message: str, defect: str | None = None) -> dict[str,
 
 
 def cancelled_event(reason: str, **diagnostics: Any) -> dict[str, Any]:
-    return {"type": "response.cancelled", "reason": reason, **diagnostics}
+    event: dict[str, Any] = {"type": "response.cancelled", "reason": reason}
+    if diagnostics:
+        # Profile events are closed; runtime details travel in the event's nnrp member.
+        event["nnrp"] = {"diagnostics": {"cancellation": diagnostics}}
+    return event
 
 
 @dataclass
