@@ -1,0 +1,116 @@
+"""``nnrp-conformance gate``: judge the recorded release evidence (see ``nnrp_conformance.gate``).
+
+Prints the five conditions (rich), writes the release-gate report JSON, Markdown and HTML,
+and exits 0 only when all five hold; 1 names each failing condition and why; 2 is an
+unusable input (evidence directory, requirement).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from nnrp_conformance.gate import EvidenceError, GateResult, run_gate, write_reports
+from nnrp_conformance.gate.requirements import (
+    CURRENT_LINE,
+    DECLARED_VLLM_LINE,
+    LOWER_BOUND,
+    Requirements,
+    RequirementsError,
+)
+from nnrp_conformance.validation import SchemaViolationError
+
+NAME = "gate"
+HELP = "check the release gate on recorded evidence and write the release-gate report"
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evidence", required=True, type=Path, metavar="DIR",
+                        help="the recorded evidence directory (layout: see `pydoc "
+                             "nnrp_conformance.gate`)")
+    parser.add_argument("--readme", type=Path, default=Path("README.md"), metavar="FILE",
+                        help="the README to check (default ./README.md)")
+    parser.add_argument("--manifest", type=Path, default=None, metavar="FILE",
+                        help="adapter manifest (default DIR/manifest.json)")
+    parser.add_argument("--recipes", type=Path, default=None, metavar="PATH",
+                        help="recipe file or directory (default: the bundled recipes)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="where the reports go (default: the evidence directory)")
+    parser.add_argument("--vllm-line", default=DECLARED_VLLM_LINE, metavar="SPEC",
+                        help="declared vLLM line (default %(default)s)")
+    parser.add_argument("--lower-bound", default=LOWER_BOUND, metavar="VERSION",
+                        help="lowest vLLM version a release is tested on (default %(default)s)")
+    parser.add_argument("--current-line", default=CURRENT_LINE, metavar="MAJOR.MINOR",
+                        help="newest vLLM line; its highest recorded version is gated "
+                             "(default %(default)s)")
+
+
+def print_result(console: Console, result: GateResult, paths: dict[str, Path]) -> None:
+    table = Table(title="release gate", title_justify="left", show_lines=True)
+    table.add_column("condition", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("reason / evidence", overflow="fold")
+    for v in result.verdicts:
+        verdict = Text("PASS", style="bold green") if v.passed else Text("FAIL", style="bold red")
+        body = Text()
+        if v.passed:
+            body.append(v.reason)
+        else:
+            for i, failure in enumerate(v.failures):
+                body.append(("\n" if i else "") + "• " + failure, style="red")
+        if v.evidence:
+            body.append("\n" + "\n".join(v.evidence), style="dim")
+        table.add_row(v.name, verdict, body)
+    console.print(table)
+    for kind, path in paths.items():
+        console.print(f"[dim]{kind}:[/dim] {path}")
+    if result.passed:
+        console.print("[bold green]release gate passed: all five conditions hold[/bold green]")
+    else:
+        names = ", ".join(v.name for v in result.failed)
+        console.print(f"[bold red]release gate FAILED[/bold red] ({len(result.failed)} of 5): "
+                      f"{names}")
+        for v in result.failed:
+            console.print(f"  [red]{v.name}[/red]: {escape(v.reason)}")
+
+
+def main(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        requirements = Requirements(declared_line=args.vllm_line, lower_bound=args.lower_bound,
+                                    current_line=args.current_line)
+        result = run_gate(args.evidence, readme=args.readme, manifest=args.manifest,
+                          recipes=args.recipes, requirements=requirements)
+    except (EvidenceError, RequirementsError) as exc:
+        err.print(f"nnrp-conformance gate: error: {exc}", markup=False)
+        return EXIT_USAGE
+    except SchemaViolationError as exc:  # our own report broke its schema: a bug, said plainly
+        err.print(f"nnrp-conformance gate: internal error, report not written:\n{exc}",
+                  markup=False)
+        return EXIT_USAGE
+    try:
+        paths = write_reports(result, args.out or args.evidence)
+    except OSError as exc:
+        err.print(f"nnrp-conformance gate: error: cannot write the reports: {exc}", markup=False)
+        return EXIT_USAGE
+    print_result(console, result, paths)
+    return EXIT_OK if result.passed else EXIT_FAILED
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``gate`` on an argparse subparsers object (for callers not using the cli scan)."""
+    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    add_arguments(parser)
+    parser.set_defaults(_command=__import__(__name__, fromlist=["main"]))
+    return parser
+
+
+run = main

@@ -1,0 +1,216 @@
+"""The release gate: judge recorded evidence against the five release conditions.
+
+``nnrp-conformance gate --evidence DIR`` reads the evidence tree below (written by the
+release regeneration command), checks each condition of ``contract.RELEASE_GATES`` and
+writes the release-gate report (JSON, validated against ``release-gate-report``), a
+Markdown page and one self-contained HTML page.
+
+Evidence layout (``DIR``)::
+
+    DIR/
+      manifest.json                 the adapter manifest the runs used (or pass --manifest)
+      bench/*.json                  version-independent benchmark-results (wire, mapper)
+      vllm-<version>/               one per vLLM version run, e.g. vllm-0.18.1, vllm-0.22.1
+        case-results.json           the suite's case results (upstream case-results format;
+                                    our evidence in diagnostics: level, status, selection,
+                                    findings, duration_s)
+        execution-plan.json         the plan that run executed (upstream execution-plan)
+        smoke.json                  the end-to-end smoke, case-results format: one result per
+                                    smoke request with the full recorded ``events`` and
+                                    ``diagnostics.vllm`` = the vLLM version it ran on
+        bench/*.json                version-dependent benchmark-results (streaming-latency,
+                                    cancellation-latency, parity), ``versions.vllm`` = version
+
+Benchmark documents are found by their ``name`` (file names are free); the required names
+and metrics are :data:`nnrp_conformance.gate.requirements.BENCHMARKS`.
+
+The five conditions:
+
+``level1_implemented``
+    the manifest claims Level 1 (``chat.completions.create`` streaming and non-streaming)
+    and, for the lower bound and the current line, the recorded plan selected every Level 1
+    mandatory recipe and every optional one the manifest claims (the planner re-run on the
+    recipes and the manifest says which; the case results must not contradict it).
+``recipes_pass``
+    every case of those plans has a ``passed`` result.
+``benchmark_baseline``
+    every required benchmark is present, schema-valid, carries its metrics, with machine and
+    versions recorded (per-version ones under the current line's directory); no
+    schema-invalid benchmark file anywhere.
+``vllm_smoke``
+    the lower bound (exactly ``LOWER_BOUND``) and the newest recorded ``CURRENT_LINE.x`` each
+    have a passing smoke whose events the gate re-judges as a profile-valid answer, valid
+    case results, and both versions are inside the declared line.
+``readme_documents``
+    README.md documents the declared range, the lower bound and current line tested, and
+    the extras ``vllm``, ``prometheus``, ``dev`` (a ``pyproject.toml`` beside it must agree).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from nnrp_conformance import contract, validation
+from nnrp_conformance.gate.conditions import GateInputs, GateVerdict, gated_versions, judge_all
+from nnrp_conformance.gate.evidence import MANIFEST_FILE, EvidenceError, load_evidence
+from nnrp_conformance.gate.requirements import Requirements
+from nnrp_conformance.manifest import ManifestError, load_manifest
+from nnrp_conformance.recipes import RecipeError, load_recipes
+
+__all__ = [
+    "REPORT_HTML",
+    "REPORT_JSON",
+    "REPORT_MARKDOWN",
+    "EvidenceError",
+    "GateResult",
+    "GateVerdict",
+    "Requirements",
+    "run_gate",
+    "write_reports",
+]
+
+REPORT_JSON = "release-gate.json"
+REPORT_MARKDOWN = "release-gate.md"
+REPORT_HTML = "release-gate.html"
+
+_OUTCOME_RANK = {contract.OUTCOME_PASSED: 0, contract.OUTCOME_SKIPPED: 1,
+                 contract.OUTCOME_FAILED: 2}
+
+
+@dataclass
+class GateResult:
+    verdicts: list[GateVerdict]
+    report: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    @property
+    def failed(self) -> list[GateVerdict]:
+        return [v for v in self.verdicts if not v.passed]
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _environment(inputs: GateInputs) -> dict[str, Any]:
+    lower, current = gated_versions(inputs.evidence, inputs.requirements)
+    env: dict[str, Any] = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "nnrp_py": _dist_version("nnrp-py"),
+        "suite": _dist_version("nnrp-conformance"),
+        "vllm": ", ".join(v for v in (lower, current) if v) or None,
+        "adapter": inputs.manifest.adapter if inputs.manifest else None,
+        "declared_vllm_line": inputs.requirements.declared_line,
+        "evidence_dir": str(inputs.evidence.root),
+    }
+    for _, doc in inputs.evidence.all_benchmarks():
+        if doc.ok:
+            machine = doc.data["machine"]
+            env["bench_cpu"] = machine["cpu"]
+            env["bench_cores"] = machine["cores"]
+            env["bench_python"] = machine["python"]
+            env["bench_platform"] = machine["platform"]
+            break
+    return env
+
+
+def _recipe_rows(verdicts: list[GateVerdict]) -> list[dict[str, Any]]:
+    """One row per recipe: its worst outcome over the gated versions, naming where it failed."""
+    tables = next(v for v in verdicts if v.name == contract.GATE_RECIPES_PASS).details.get(
+        "versions", {})
+    merged: dict[str, dict[str, Any]] = {}
+    notes: dict[str, list[str]] = {}
+    for version, rows in tables.items():
+        for row in rows:
+            prior = merged.get(row["id"])
+            if row.get("message"):
+                notes.setdefault(row["id"], []).append(f"vLLM {version}: {row['message']}")
+            if prior is None or _OUTCOME_RANK[row["outcome"]] > _OUTCOME_RANK[prior["outcome"]]:
+                merged[row["id"]] = {k: v for k, v in row.items() if k != "message"}
+    out = []
+    for case_id, row in merged.items():
+        if case_id in notes:
+            row["message"] = "; ".join(notes[case_id])[:65536]
+        out.append(row)
+    return out
+
+
+def _inputs(evidence_dir: Path, readme: Path, manifest: Path | None, recipes: Path | None,
+            requirements: Requirements) -> GateInputs:
+    ev = load_evidence(evidence_dir)
+    manifest_path = manifest or (ev.root / MANIFEST_FILE)
+    loaded = None
+    problem = None
+    if manifest is None and not manifest_path.is_file():
+        problem = f"{manifest_path} is missing (record it there or pass --manifest)"
+    else:
+        try:
+            loaded = load_manifest(manifest_path)
+        except ManifestError as exc:
+            problem = str(exc)
+    recipe_list = None
+    recipes_problem = None
+    try:
+        recipe_list = load_recipes([recipes] if recipes is not None else None)
+    except RecipeError as exc:
+        recipes_problem = str(exc)
+    except FileNotFoundError as exc:
+        recipes_problem = f"no recipes: {exc}"
+    return GateInputs(ev, requirements, readme, loaded, manifest_path, problem, recipe_list,
+                      recipes_problem)
+
+
+def run_gate(evidence_dir: Path, *, readme: Path = Path("README.md"),
+             manifest: Path | None = None, recipes: Path | None = None,
+             requirements: Requirements | None = None,
+             now: datetime | None = None) -> GateResult:
+    """Judge ``evidence_dir``; the report is schema-valid (``release-gate-report``)."""
+    inputs = _inputs(Path(evidence_dir), Path(readme), manifest, recipes,
+                     requirements or Requirements())
+    verdicts = judge_all(inputs)
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    report = {
+        "$schema": validation.schema_uri("release-gate-report"),
+        "profile": contract.PROFILE,
+        "schema_version": contract.SCHEMA_VERSION,
+        "generated_at": stamp,
+        "passed": all(v.passed for v in verdicts),
+        "gates": [v.to_json() for v in verdicts],
+        "environment": _environment(inputs),
+        "recipes": _recipe_rows(verdicts),
+    }
+    validation.check("release-gate-report", report)
+    return GateResult(verdicts, report)
+
+
+def write_reports(result: GateResult, out_dir: Path) -> dict[str, Path]:
+    """Write the JSON, Markdown and HTML reports into ``out_dir``; returns their paths."""
+    from nnrp_conformance.reports.gate_html import render_gate_html
+    from nnrp_conformance.reports.gate_markdown import render_gate_markdown
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out_dir / REPORT_JSON,
+        "markdown": out_dir / REPORT_MARKDOWN,
+        "html": out_dir / REPORT_HTML,
+    }
+    paths["json"].write_text(json.dumps(result.report, indent=2, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
+    paths["markdown"].write_text(render_gate_markdown(result.report), encoding="utf-8")
+    paths["html"].write_text(render_gate_html(result.report), encoding="utf-8")
+    return paths
+

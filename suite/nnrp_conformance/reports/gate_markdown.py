@@ -1,0 +1,78 @@
+"""The release gate's Markdown page, rendered from the release-gate report document alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_gate_markdown"]
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return _cell(value)
+
+
+def render_gate_markdown(report: dict[str, Any]) -> str:
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    lines = [
+        "# Release gate — NNRP openai-compatible/1",
+        "",
+        f"**{verdict}** — generated {report['generated_at']}",
+        "",
+        "## Conditions",
+        "",
+        "| condition | verdict | reason |",
+        "|---|---|---|",
+    ]
+    for gate in report["gates"]:
+        mark = "pass" if gate["passed"] else "**FAIL**"
+        lines.append(f"| `{gate['name']}` | {mark} | {_cell(gate['reason'])} |")
+    for gate in report["gates"]:
+        lines += ["", f"### `{gate['name']}`", ""]
+        failures = gate.get("details", {}).get("failures")
+        if failures:
+            lines += [f"- {_cell(f)}" for f in failures]
+        lines.append(f"- {'passed' if gate['passed'] else 'failed'}: {gate['reason']}")
+        lines += [f"- evidence: `{e}`" for e in gate["evidence"]]
+
+    versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
+    for version, rows in versions.items():
+        lines += ["", f"## Recipes — vLLM {version}", "",
+                  "| recipe | status | level | outcome | terminal | ms | message |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"| `{r['id']}` | {r['status']} | {_cell(r.get('level'))} | {r['outcome']} | "
+            f"{_cell(r.get('terminal'))} | {_num(r.get('duration_ms'))} | "
+            f"{_cell(r.get('message'))} |"
+            for r in rows
+        ]
+
+    benches = _gate(report, "benchmark_baseline").get("details", {}).get("benchmarks", [])
+    if benches:
+        lines += ["", "## Benchmarks", "",
+                  "| benchmark | vLLM | metric | unit | median | p50 | p95 | samples |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for b in benches:
+            for m in b["metrics"]:
+                lines.append(
+                    f"| {b['name']} | {_cell(b.get('vllm') or '—')} | `{m['name']}` | "
+                    f"{m['unit']} | {_num(m['median'])} | {_num(m['p50'])} | "
+                    f"{_num(m['p95'])} | {m['samples']} |"
+                )
+            for r in b.get("ratios", []):
+                lines.append(f"| {b['name']} | {_cell(b.get('vllm') or '—')} | "
+                             f"ratio `{r['name']}` | — | {_num(r['value'])} | | | |")
+
+    lines += ["", "## Environment", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in report["environment"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _gate(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next((g for g in report["gates"] if g["name"] == name), {})

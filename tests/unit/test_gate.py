@@ -1,0 +1,490 @@
+"""The release gate on a complete synthetic evidence tree, then with each piece broken."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import contract, validation
+from nnrp_conformance.cli import main as cli_main
+from nnrp_conformance.gate import REPORT_HTML, REPORT_JSON, REPORT_MARKDOWN, run_gate
+from nnrp_conformance.gate.requirements import (
+    BENCHMARKS,
+    CURRENT_LINE,
+    DECLARED_VLLM_LINE,
+    LOWER_BOUND,
+    SCOPE_SHARED,
+    Requirements,
+)
+from nnrp_conformance.manifest import load_manifest
+from nnrp_conformance.planner import build_plan
+from nnrp_conformance.recipes import load_recipes
+
+UPSTREAM = Path(__file__).parent / "data" / "upstream"
+REPO = Path(__file__).resolve().parents[2]
+LOWER, CURRENT = "0.18.1", "0.22.1"
+
+README = """# project
+
+## Supported vLLM line
+
+| | version |
+|---|---|
+| declared range | `vllm>=0.18.0,<0.23` |
+| lower bound tested | 0.18.1 |
+| current line tested | 0.22.x (0.22.1) |
+
+## Optional dependencies
+
+| extra | brings |
+|---|---|
+| `vllm` | vLLM |
+| `prometheus` | prometheus_client |
+| `dev` | ruff |
+
+## Layout
+"""
+
+MANIFEST = {
+    "adapter": "vllm-nnrp-adapter",
+    "profile": contract.PROFILE,
+    "schema_version": contract.SCHEMA_VERSION,
+    "compatibility_levels": [1],
+    "operations": [
+        {
+            "name": contract.OP_CHAT_COMPLETIONS_CREATE,
+            "streaming": True,
+            "non_streaming": True,
+            "tool_calls": True,
+            "cancellation": True,
+        }
+    ],
+}
+
+SMOKE_EVENTS = [
+    {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "Hel"},
+    {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "lo"},
+    {"type": contract.EV_USAGE, "usage": {"input_tokens": 3, "output_tokens": 2,
+                                          "total_tokens": 5}},
+    {
+        "type": contract.EV_COMPLETED,
+        "body": {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "tiny-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        },
+    },
+]
+
+
+def _write(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+
+
+def _bench(name: str, metrics: tuple[str, ...], vllm: str | None) -> dict[str, Any]:
+    values = [1.0 + i * 0.25 for i in range(20)]
+    return {
+        "name": name,
+        "generated_at": "2026-01-31T12:00:00Z",
+        "machine": {"cpu": "test cpu", "cores": 2, "python": "3.11.7", "platform": "Linux"},
+        "versions": {"nnrp_py": "1.0.0rc4.post20", "suite": "0.1.0", "vllm": vllm},
+        "runs": 5,
+        "metrics": [
+            {"name": m, "unit": "ms", "median": 3.0, "p50": 3.0, "p95": 5.5, "samples": 20,
+             "values": values}
+            for m in metrics
+        ],
+    }
+
+
+def _plan_and_results(recipes_dir: Path, manifest_path: Path) -> tuple[dict, dict]:
+    plan = build_plan(load_recipes([recipes_dir]), load_manifest(manifest_path),
+                      model_id="tiny-model", level=1)
+    doc = plan.to_json()
+    results = {
+        "profile": contract.PROFILE,
+        "schema_version": contract.SCHEMA_VERSION,
+        "adapter": MANIFEST["adapter"],
+        "results": [
+            {
+                "id": c.id,
+                "outcome": contract.OUTCOME_PASSED,
+                "terminal": c.expected_terminal,
+                "events": [{"type": contract.TERMINAL_EVENT_FOR[c.expected_terminal]}],
+                "diagnostics": {"level": c.level, "status": c.status, "selection": c.selection,
+                                "findings": [], "duration_s": 0.0125},
+            }
+            for c in plan.cases
+        ],
+    }
+    return doc, results
+
+
+def _smoke(version: str) -> dict[str, Any]:
+    return {
+        "profile": contract.PROFILE,
+        "schema_version": contract.SCHEMA_VERSION,
+        "adapter": MANIFEST["adapter"],
+        "results": [{"id": "smoke.e2e.streaming", "outcome": "passed", "terminal": "success",
+                     "events": json.loads(json.dumps(SMOKE_EVENTS)),
+                     "diagnostics": {"vllm": version, "model": "tiny-model"}}],
+    }
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> dict[str, Path]:
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    for f in UPSTREAM.glob("chat-*.json"):
+        shutil.copy(f, recipes / f.name)
+    ev = tmp_path / "evidence"
+    _write(ev / "manifest.json", MANIFEST)
+    plan, results = _plan_and_results(recipes, ev / "manifest.json")
+    for version in (LOWER, CURRENT):
+        d = ev / f"vllm-{version}"
+        _write(d / "execution-plan.json", plan)
+        _write(d / "case-results.json", results)
+        _write(d / "smoke.json", _smoke(version))
+    for b in BENCHMARKS:
+        if b.scope == SCOPE_SHARED:
+            _write(ev / "bench" / f"{b.name}.json", _bench(b.name, b.metrics, None))
+        else:
+            for version in (LOWER, CURRENT):
+                _write(ev / f"vllm-{version}" / "bench" / f"{b.name}.json",
+                       _bench(b.name, b.metrics, version))
+    readme = tmp_path / "README.md"
+    readme.write_text(README, encoding="utf-8")
+    return {"root": tmp_path, "evidence": ev, "recipes": recipes, "readme": readme}
+
+
+def _gate(tree: dict[str, Path], **kw: Any):
+    return run_gate(tree["evidence"], readme=tree["readme"], recipes=tree["recipes"], **kw)
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_complete_evidence_passes(tree: dict[str, Path]) -> None:
+    result = _gate(tree)
+    assert [v.failures for v in result.verdicts] == [[]] * 5
+    assert result.passed
+    assert validation.validate("release-gate-report", result.report) == []
+    assert [g["name"] for g in result.report["gates"]] == list(contract.RELEASE_GATES)
+    smoke = next(g for g in result.report["gates"] if g["name"] == contract.GATE_VLLM_SMOKE)
+    assert smoke["details"]["lower_bound"] == {"vllm": LOWER, "passed": True}
+    assert smoke["details"]["current"] == {"vllm": CURRENT, "passed": True}
+    assert {r["id"] for r in result.report["recipes"]} >= {
+        "openai-compatible.chat.streaming-text", "openai-compatible.chat.backend-error"}
+
+
+def test_cli_writes_three_reports_and_exits_zero(tree: dict[str, Path]) -> None:
+    out = tree["root"] / "out"
+    code = cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
+                     "--recipes", str(tree["recipes"]), "--out", str(out)])
+    assert code == 0
+    report = _load(out / REPORT_JSON)
+    assert report["passed"] is True
+    assert validation.validate("release-gate-report", report) == []
+    html = (out / REPORT_HTML).read_text(encoding="utf-8")
+    assert "<svg" in html and "<polyline" in html
+    assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "<script" not in html and "<link" not in html
+    for version in (LOWER, CURRENT):
+        assert f"vLLM {version}" in html
+    assert "release gate" in (out / REPORT_MARKDOWN).read_text(encoding="utf-8").lower()
+
+
+# --- each piece of evidence broken: the gate fails naming that condition --------------------
+
+Mutation = Callable[[dict[str, Path]], None]
+
+
+def _edit(path: Path, change: Callable[[Any], None]) -> None:
+    doc = _load(path)
+    change(doc)
+    _write(path, doc)
+
+
+def _version_dir(tree: dict[str, Path], version: str) -> Path:
+    return tree["evidence"] / f"vllm-{version}"
+
+
+def no_case_results_current(t: dict[str, Path]) -> None:
+    (_version_dir(t, CURRENT) / "case-results.json").unlink()
+
+
+def failed_mandatory(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        r = next(r for r in doc["results"] if r["id"] == "openai-compatible.chat.usage")
+        r["outcome"] = "failed"
+        r["diagnostics"]["findings"] = [{"rule": "sequence.expected",
+                                         "message": "no response.usage event"}]
+    _edit(_version_dir(t, LOWER) / "case-results.json", change)
+
+
+def skipped_optional_claimed(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        r = next(r for r in doc["results"] if r["id"] == "openai-compatible.chat.cancellation")
+        r["outcome"] = "skipped"
+    _edit(_version_dir(t, CURRENT) / "case-results.json", change)
+
+
+def missing_result(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        doc["results"] = [r for r in doc["results"]
+                          if r["id"] != "openai-compatible.chat.non-streaming"]
+    _edit(_version_dir(t, CURRENT) / "case-results.json", change)
+
+
+def level1_not_selected(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        doc["cases"] = [c for c in doc["cases"]
+                        if c["id"] != "openai-compatible.chat.invalid-body"]
+    _edit(_version_dir(t, LOWER) / "execution-plan.json", change)
+
+
+def recorded_not_claimed(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        r = next(r for r in doc["results"] if r["id"] == "openai-compatible.chat.tool-call-delta")
+        r["diagnostics"]["selection"] = "not_claimed"
+    _edit(_version_dir(t, CURRENT) / "case-results.json", change)
+
+
+def manifest_without_level1(t: dict[str, Path]) -> None:
+    _edit(t["evidence"] / "manifest.json", lambda d: d.update(compatibility_levels=[2]))
+
+
+def manifest_missing(t: dict[str, Path]) -> None:
+    (t["evidence"] / "manifest.json").unlink()
+
+
+def manifest_no_streaming(t: dict[str, Path]) -> None:
+    _edit(t["evidence"] / "manifest.json", lambda d: d["operations"][0].update(streaming=False))
+
+
+def no_plan(t: dict[str, Path]) -> None:
+    (_version_dir(t, LOWER) / "execution-plan.json").unlink()
+
+
+def missing_shared_bench(t: dict[str, Path]) -> None:
+    (t["evidence"] / "bench" / "mapper.json").unlink()
+
+
+def missing_version_bench(t: dict[str, Path]) -> None:
+    (_version_dir(t, CURRENT) / "bench" / "cancellation-latency.json").unlink()
+
+
+def invalid_bench(t: dict[str, Path]) -> None:
+    _edit(t["evidence"] / "bench" / "wire.json", lambda d: d["machine"].pop("cores"))
+
+
+def invalid_bench_json(t: dict[str, Path]) -> None:
+    (t["evidence"] / "bench" / "extra.json").write_text("{not json", encoding="utf-8")
+
+
+def bench_missing_metric(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        doc["metrics"] = [m for m in doc["metrics"] if m["name"] != "stream.ttft_ms"]
+    _edit(_version_dir(t, CURRENT) / "bench" / "streaming-latency.json", change)
+
+
+def bench_wrong_vllm(t: dict[str, Path]) -> None:
+    _edit(_version_dir(t, CURRENT) / "bench" / "parity.json",
+          lambda d: d["versions"].update(vllm=LOWER))
+
+
+def no_smoke_lower(t: dict[str, Path]) -> None:
+    (_version_dir(t, LOWER) / "smoke.json").unlink()
+
+
+def no_lower_dir(t: dict[str, Path]) -> None:
+    shutil.rmtree(_version_dir(t, LOWER))
+
+
+def no_current_dir(t: dict[str, Path]) -> None:
+    shutil.rmtree(_version_dir(t, CURRENT))
+
+
+def smoke_outside_line(t: dict[str, Path]) -> None:
+    _edit(_version_dir(t, CURRENT) / "smoke.json",
+          lambda d: d["results"][0]["diagnostics"].update(vllm="0.23.0"))
+
+
+def smoke_no_version(t: dict[str, Path]) -> None:
+    _edit(_version_dir(t, CURRENT) / "smoke.json",
+          lambda d: d["results"][0]["diagnostics"].pop("vllm"))
+
+
+def smoke_bad_sequence(t: dict[str, Path]) -> None:
+    def change(doc: dict) -> None:
+        events = doc["results"][0]["events"]
+        events.append({"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "late"})
+    _edit(_version_dir(t, LOWER) / "smoke.json", change)
+
+
+def smoke_invalid_event(t: dict[str, Path]) -> None:
+    _edit(_version_dir(t, LOWER) / "smoke.json",
+          lambda d: d["results"][0]["events"][0].pop("delta"))
+
+
+def smoke_failed(t: dict[str, Path]) -> None:
+    _edit(_version_dir(t, CURRENT) / "smoke.json",
+          lambda d: d["results"][0].update(outcome="failed", message="terminal never came"))
+
+
+def readme_no_line(t: dict[str, Path]) -> None:
+    t["readme"].write_text(README.replace("| declared range | `vllm>=0.18.0,<0.23` |\n", ""),
+                           encoding="utf-8")
+
+
+def readme_wrong_line(t: dict[str, Path]) -> None:
+    t["readme"].write_text(README.replace("<0.23", "<0.24"), encoding="utf-8")
+
+
+def readme_no_lower_bound(t: dict[str, Path]) -> None:
+    t["readme"].write_text(README.replace("| lower bound tested | 0.18.1 |\n", ""),
+                           encoding="utf-8")
+
+
+def readme_missing_extra(t: dict[str, Path]) -> None:
+    t["readme"].write_text(README.replace("| `prometheus` | prometheus_client |\n", ""),
+                           encoding="utf-8")
+
+
+def readme_missing(t: dict[str, Path]) -> None:
+    t["readme"].unlink()
+
+
+def pyproject_disagrees(t: dict[str, Path]) -> None:
+    (t["readme"].parent / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n[project.optional-dependencies]\nvllm = ["vllm>=0.17,<0.23"]\n',
+        encoding="utf-8")
+
+
+CASES: list[tuple[str, Mutation, str, str]] = [
+    # (id, mutation, failing condition, a phrase its failure must contain)
+    ("no-case-results", no_case_results_current, contract.GATE_RECIPES_PASS, "case results"),
+    ("no-case-results-smoke", no_case_results_current, contract.GATE_VLLM_SMOKE,
+     "no valid case results"),
+    ("failed-mandatory", failed_mandatory, contract.GATE_RECIPES_PASS,
+     "openai-compatible.chat.usage failed"),
+    ("skipped-claimed-optional", skipped_optional_claimed, contract.GATE_RECIPES_PASS,
+     "cancellation skipped"),
+    ("missing-result", missing_result, contract.GATE_RECIPES_PASS, "no result recorded"),
+    ("level1-not-selected", level1_not_selected, contract.GATE_LEVEL1_IMPLEMENTED,
+     "invalid-body was not selected"),
+    ("recorded-not-claimed", recorded_not_claimed, contract.GATE_LEVEL1_IMPLEMENTED,
+     "'not_claimed'"),
+    ("manifest-without-level1", manifest_without_level1, contract.GATE_LEVEL1_IMPLEMENTED,
+     "does not claim Level 1"),
+    ("manifest-missing", manifest_missing, contract.GATE_LEVEL1_IMPLEMENTED, "manifest"),
+    ("manifest-no-streaming", manifest_no_streaming, contract.GATE_LEVEL1_IMPLEMENTED,
+     "streaming is not true"),
+    ("no-plan", no_plan, contract.GATE_LEVEL1_IMPLEMENTED, "execution-plan.json: missing"),
+    ("missing-shared-benchmark", missing_shared_bench, contract.GATE_BENCHMARK_BASELINE,
+     "'mapper'"),
+    ("missing-version-benchmark", missing_version_bench, contract.GATE_BENCHMARK_BASELINE,
+     "'cancellation-latency'"),
+    ("schema-invalid-benchmark", invalid_bench, contract.GATE_BENCHMARK_BASELINE,
+     "missing required field 'cores'"),
+    ("unparsable-benchmark", invalid_bench_json, contract.GATE_BENCHMARK_BASELINE,
+     "invalid JSON"),
+    ("benchmark-missing-metric", bench_missing_metric, contract.GATE_BENCHMARK_BASELINE,
+     "stream.ttft_ms"),
+    ("benchmark-wrong-vllm", bench_wrong_vllm, contract.GATE_BENCHMARK_BASELINE,
+     "versions.vllm"),
+    ("no-smoke-lower-bound", no_smoke_lower, contract.GATE_VLLM_SMOKE, "smoke.json: missing"),
+    ("no-lower-bound-dir", no_lower_dir, contract.GATE_VLLM_SMOKE, "lower bound (vLLM 0.18.1)"),
+    ("no-current-line-dir", no_current_dir, contract.GATE_VLLM_SMOKE, "current line"),
+    ("smoke-outside-line", smoke_outside_line, contract.GATE_VLLM_SMOKE,
+     "outside the declared line"),
+    ("smoke-without-version", smoke_no_version, contract.GATE_VLLM_SMOKE, "diagnostics.vllm"),
+    ("smoke-event-after-terminal", smoke_bad_sequence, contract.GATE_VLLM_SMOKE,
+     "after the terminal"),
+    ("smoke-schema-invalid-event", smoke_invalid_event, contract.GATE_VLLM_SMOKE, "'delta'"),
+    ("smoke-failed", smoke_failed, contract.GATE_VLLM_SMOKE, "terminal never came"),
+    ("readme-no-version-line", readme_no_line, contract.GATE_README_DOCUMENTS, "declared range"),
+    ("readme-wrong-version-line", readme_wrong_line, contract.GATE_README_DOCUMENTS, "<0.24"),
+    ("readme-no-lower-bound", readme_no_lower_bound, contract.GATE_README_DOCUMENTS,
+     "lower bound"),
+    ("readme-missing-extra", readme_missing_extra, contract.GATE_README_DOCUMENTS,
+     "`prometheus`"),
+    ("readme-missing", readme_missing, contract.GATE_README_DOCUMENTS, "missing"),
+    ("pyproject-disagrees", pyproject_disagrees, contract.GATE_README_DOCUMENTS,
+     "pyproject.toml"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "condition", "phrase"),
+                         [pytest.param(m, c, p, id=i) for i, m, c, p in CASES])
+def test_broken_evidence_fails_naming_the_condition(
+    tree: dict[str, Path], mutate: Mutation, condition: str, phrase: str
+) -> None:
+    mutate(tree)
+    result = _gate(tree)
+    assert not result.passed
+    verdict = next(v for v in result.verdicts if v.name == condition)
+    assert not verdict.passed
+    assert any(phrase in f for f in verdict.failures), verdict.failures
+    assert validation.validate("release-gate-report", result.report) == []
+
+
+def test_cli_names_each_failing_condition(tree: dict[str, Path],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    readme_missing_extra(tree)
+    no_smoke_lower(tree)
+    code = cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
+                     "--recipes", str(tree["recipes"])])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert contract.GATE_README_DOCUMENTS in out and contract.GATE_VLLM_SMOKE in out
+    report = _load(tree["evidence"] / REPORT_JSON)
+    assert [g["name"] for g in report["gates"] if not g["passed"]] == [
+        contract.GATE_VLLM_SMOKE, contract.GATE_README_DOCUMENTS]
+
+
+def test_cli_missing_evidence_dir_is_a_usage_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["gate", "--evidence", str(tmp_path / "nope")])
+    assert code == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_requirement_outside_declared_line_fails(tree: dict[str, Path]) -> None:
+    result = _gate(tree, requirements=Requirements(lower_bound="0.17.1"))
+    smoke = next(v for v in result.verdicts if v.name == contract.GATE_VLLM_SMOKE)
+    assert not smoke.passed
+
+
+def test_requirements_agree_with_the_adapter_and_the_repository() -> None:
+    import vllm_nnrp_adapter as adapter
+
+    assert adapter.SUPPORTED_VLLM == DECLARED_VLLM_LINE
+    assert adapter.LOWER_BOUND_TESTED == LOWER_BOUND
+    assert adapter.CURRENT_LINE_TESTED.startswith(f"{CURRENT_LINE}.")
+    from nnrp_conformance.gate.readme import read_readme
+
+    facts = read_readme(REPO / "README.md", Requirements())
+    assert facts.problems == []
+
+
+def test_gate_command_registers_on_any_subparsers() -> None:
+    import argparse
+
+    from nnrp_conformance.commands import gate as gate_command
+
+    parser = argparse.ArgumentParser()
+    gate_command.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["gate", "--evidence", "x"])
+    assert args.evidence == Path("x") and args._command.run is gate_command.main
