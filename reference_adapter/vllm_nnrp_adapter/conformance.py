@@ -47,6 +47,10 @@ EMBEDDED_ENGINE_ARGS: tuple[str, ...] = (
     "hermes",
     "--seed",
     "0",
+    # A random model fills a forced tool call's JSON with whitespace until max_tokens unless
+    # the grammar forbids it (docs/vllm-cpu.md); with it, tool calls complete.
+    "--structured-outputs-config",
+    '{"backend": "xgrammar", "disable_any_whitespace": true}',
 )
 
 
@@ -85,14 +89,27 @@ def vllm_python(version: str | None = None, *, build: bool = True) -> str:
 
 
 def engine_environment(python: str) -> dict[str, str]:
-    """Environment the vLLM CPU worker needs (see docs/vllm-cpu.md)."""
+    """Environment the vLLM CPU worker needs (see docs/vllm-cpu.md).
+
+    A venv built by scripts/vllm-venv records it in ``nnrp-vllm-env.json``; otherwise the
+    libraries are looked up beside the interpreter (not through its symlink: a venv's
+    python points into the base installation, the preload libraries live in the venv).
+    """
     env = dict(os.environ)
+    venv = Path(python).parent.parent
+    recorded = venv / "nnrp-vllm-env.json"
+    wanted: dict[str, str] = {}
+    if recorded.is_file():
+        wanted = json.loads(recorded.read_text(encoding="utf-8"))
     preload = [p for p in env.get("LD_PRELOAD", "").split(":") if p]
-    venv_lib = Path(python).resolve().parent.parent / "lib"
-    for candidate in (TCMALLOC, str(venv_lib / "libiomp5.so")):
-        if Path(candidate).is_file() and candidate not in preload:
+    candidates = wanted.pop("LD_PRELOAD", "").split(":") or []
+    candidates += [TCMALLOC, str(venv / "lib" / "libiomp5.so")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and candidate not in preload:
             preload.append(candidate)
     env["LD_PRELOAD"] = ":".join(preload)
+    for key, value in wanted.items():
+        env.setdefault(key, value)
     env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     env.setdefault("TORCHDYNAMO_DISABLE", "1")
     env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")

@@ -90,14 +90,14 @@ async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -
 
 
 def run_serve(config: ServeConfig) -> int:
-    from .vllm_backend import BackendError, UnsupportedVllmVersion
+    from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion
 
     try:
         anyio.run(serve, config)
     except UnsupportedVllmVersion as exc:
         print(f"vllm-nnrp: {exc}", file=sys.stderr)
         return 3
-    except BackendError as exc:
+    except (BackendError, BackendStartupError) as exc:
         print(f"vllm-nnrp: the vLLM engine could not start: {exc}", file=sys.stderr)
         return 4
     except FileNotFoundError as exc:

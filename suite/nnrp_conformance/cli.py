@@ -1,0 +1,68 @@
+"""The ``nnrp-conformance`` console script: argparse subcommands, one module per command.
+
+Each module in :mod:`nnrp_conformance.commands` (not starting with ``_``) is a subcommand
+when it defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``main(args) -> int``;
+new commands (``gate``, ``init``) are added by dropping a module there.
+
+Exit codes: 0 success, 1 a selected recipe failed, 2 usage or input error (bad option,
+manifest, recipe, parameter; the message names the file and field), 3 the target cannot be
+reached or gives no usable capability document, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from nnrp_conformance import __version__, commands
+
+__all__ = ["build_parser", "command_modules", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_TARGET = 3
+EXIT_INTERRUPTED = 130
+
+
+def command_modules() -> list[ModuleType]:
+    found = []
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        if all(hasattr(module, a) for a in ("NAME", "HELP", "add_arguments", "main")):
+            found.append(module)
+    return found
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nnrp-conformance",
+        description="Conformance suite for the NNRP openai-compatible/1 API profile.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in command_modules():
+        p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_command=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._command.main(args))
+    except KeyboardInterrupt:
+        print("nnrp-conformance: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

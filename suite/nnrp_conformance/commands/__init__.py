@@ -1,0 +1,1 @@
+"""Subcommands of ``nnrp-conformance``: one module each (see :mod:`nnrp_conformance.cli`)."""

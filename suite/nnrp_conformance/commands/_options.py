@@ -1,0 +1,87 @@
+"""Options shared by the ``run`` and ``plan`` subcommands (the plugin's, minus ``nnrp-``).
+
+Every option also accepts the plugin's spelling (``--nnrp-target`` …), so a command line can
+move between ``pytest`` and ``nnrp-conformance run`` unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nnrp_conformance.session import DEFAULT_TIMEOUT, RunOptions, SetupError, parse_params
+
+__all__ = ["add_plan_options", "error", "options_from_args"]
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool) -> None:
+    parser.add_argument("--target", "--nnrp-target", dest="target", required=target_required,
+                        metavar="TARGET",
+                        help="NNRP endpoint: HOST:PORT or a scheme URL (nnrp://, tcp://, …)")
+    parser.add_argument("--manifest", required=True, type=Path, metavar="PATH",
+                        help="adapter capability manifest (JSON or YAML)")
+    parser.add_argument("--recipes", action="append", type=Path, metavar="PATH",
+                        help="recipe file or directory (repeatable; default: bundled recipes)")
+    parser.add_argument("--model", "--nnrp-model", dest="model", metavar="ID",
+                        help="model id for ${MODEL_ID} (default: the capability document's "
+                             "first model)")
+    parser.add_argument("--param", "--nnrp-param", dest="params", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="recipe parameter, KEY=VALUE or RECIPE_ID:KEY=VALUE (repeatable)")
+    parser.add_argument("--extension", "--nnrp-extension", dest="extensions", action="append",
+                        default=[], metavar="NAME",
+                        help="select the recipes of a critical extension (repeatable)")
+    parser.add_argument("--level", "--nnrp-level", dest="level", type=int, metavar="N",
+                        help="compatibility level to test (default: the manifest's highest)")
+    parser.add_argument("--results", "--nnrp-results", dest="results", type=Path,
+                        metavar="PATH",
+                        help="case results JSON (default nnrp-conformance/case-results.json)")
+    parser.add_argument("--plan", "--nnrp-plan", dest="plan", type=Path, metavar="PATH",
+                        help="execution plan JSON (default: execution-plan.json beside the "
+                             "results)")
+    parser.add_argument("--connect-timeout", type=_positive, default=10.0, metavar="SECONDS",
+                        help="connection timeout (default 10)")
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    add_plan_options(parser, target_required=True)
+    parser.add_argument("--timeout", "--nnrp-timeout", dest="timeout", type=_positive,
+                        default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"per-case timeout (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
+                        help="write PATH.md and PATH.html (or the .md/.html pair named by PATH)")
+
+
+def options_from_args(args: argparse.Namespace) -> RunOptions:
+    """Raises SetupError for values argparse cannot check (KEY=VALUE)."""
+    base = Path.cwd()
+    return RunOptions(
+        target=args.target,
+        manifest=args.manifest,
+        recipes=tuple(args.recipes) if args.recipes else None,
+        model=args.model,
+        params=parse_params(args.params, option="--param"),
+        extensions=tuple(args.extensions),
+        level=args.level,
+        timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
+        connect_timeout=args.connect_timeout,
+        results=args.results,
+        plan=args.plan,
+        report=getattr(args, "report", None),
+        base_dir=base,
+    )
+
+
+def error(exc: SetupError) -> None:
+    print(f"nnrp-conformance: error: {exc}", file=sys.stderr)

@@ -1,0 +1,71 @@
+"""``nnrp-conformance plan``: write the execution plan without running any case.
+
+With ``--target`` the capability document is fetched (it supplies the default model); without
+one, ``--capabilities FILE`` can supply it, else ``${MODEL_ID}`` keeps the recipes' own values
+unless ``--model`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from nnrp_conformance.commands._options import add_plan_options, error, options_from_args
+from nnrp_conformance.session import (
+    ConformanceCore,
+    SetupError,
+    TargetError,
+    load_json_object,
+)
+
+NAME = "plan"
+HELP = "write the execution plan (which recipes run, with which request) without running it"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_plan_options(parser, target_required=False)
+    parser.add_argument("--capabilities", type=Path, metavar="PATH",
+                        help="a capability document file to plan against instead of a target")
+
+
+def main(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    try:
+        options = options_from_args(args)
+    except SetupError as exc:
+        error(exc)
+        return 2
+    core = ConformanceCore(options)
+    try:
+        core.load_manifest()
+        core.load_recipes()
+        caps = None
+        if args.capabilities is not None:
+            caps = load_json_object(args.capabilities)
+        elif options.target:
+            caps = core.try_capabilities()
+            if core.capabilities_error:
+                console.print(f"warning: {core.capabilities_error}", markup=False)
+        plan = core.build_plan(caps)
+        path = core.write_plan()
+    except TargetError as exc:
+        error(exc)
+        return 3
+    except SetupError as exc:
+        error(exc)
+        return 2
+    finally:
+        core.close()
+    table = Table(title=f"execution plan: {plan.adapter}", title_justify="left")
+    for col in ("recipe", "selection", "status", "level", "operation", "reason"):
+        table.add_column(col, overflow="fold")
+    for case in plan.cases:
+        table.add_row(case.id, case.selection, case.status, str(case.level), case.operation,
+                      case.reason or "")
+    console.print(table)
+    console.print(f"{len(plan.selected())} of {len(plan.cases)} recipes selected; "
+                  f"wrote {path}", markup=False)
+    return 0

@@ -1,0 +1,252 @@
+"""The run event stream both faces (pytest plugin, CLI) emit and every report handler reads.
+
+Owns: the four run events (:class:`RunStarted`, :class:`CaseStarted`, :class:`CaseFinished`,
+:class:`RunFinished`), :class:`CaseRecord` (one case's outcome in a plain, JSON-serialisable
+form, so that a pytest-xdist worker can ship it to the controller), the :class:`EventHandler`
+protocol and the :class:`EventBus` that fans events out to handlers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nnrp_conformance import contract
+
+if TYPE_CHECKING:
+    from nnrp_conformance.planner import PlannedCase
+    from nnrp_conformance.runner import CaseResult
+
+__all__ = [
+    "CaseFinished",
+    "CaseRecord",
+    "CaseStarted",
+    "EventBus",
+    "EventHandler",
+    "FindingRecord",
+    "RunEvent",
+    "RunFinished",
+    "RunStarted",
+]
+
+
+def _jsonable(value: Any) -> Any:
+    """Findings carry arbitrary expected/seen values; keep them JSON-safe for xdist and files."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """One broken rule of one case, h2spec style: rule, spec citation, where, expected vs seen."""
+
+    rule: str
+    message: str
+    event_index: int | None = None
+    expected: Any = None
+    seen: Any = None
+    spec: str | None = None
+
+    @classmethod
+    def from_finding(cls, finding: Any) -> FindingRecord:
+        return cls(
+            rule=str(getattr(finding, "rule", "")),
+            message=str(getattr(finding, "message", "")),
+            event_index=getattr(finding, "event_index", None),
+            expected=_jsonable(getattr(finding, "expected", None)),
+            seen=_jsonable(getattr(finding, "seen", None)),
+            spec=getattr(finding, "spec", None),
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FindingRecord:
+        return cls(
+            rule=str(data.get("rule", "")),
+            message=str(data.get("message", "")),
+            event_index=data.get("event_index"),
+            expected=data.get("expected"),
+            seen=data.get("seen"),
+            spec=data.get("spec"),
+        )
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    """What the reports need to know about one case, detached from live objects.
+
+    ``upstream`` is the case's entry for the upstream case-results document (already
+    carrying our own evidence inside ``diagnostics``); the other fields feed the human
+    reports.
+    """
+
+    id: str
+    outcome: str
+    terminal: str | None
+    level: int | None
+    status: str
+    selection: str
+    reason: str | None
+    duration_s: float
+    event_types: tuple[str, ...]
+    findings: tuple[FindingRecord, ...]
+    message: str | None
+    upstream: dict[str, Any]
+    started_at: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == contract.OUTCOME_PASSED
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == contract.OUTCOME_FAILED
+
+    @property
+    def skipped(self) -> bool:
+        return self.outcome == contract.OUTCOME_SKIPPED
+
+    @property
+    def blocking(self) -> bool:
+        """A failure that fails the run: every selected case, mandatory or optional (strict)."""
+        return self.failed and self.selection == "selected"
+
+    @classmethod
+    def from_result(cls, result: CaseResult) -> CaseRecord:
+        verdict = getattr(result, "verdict", None)
+        findings = tuple(
+            FindingRecord.from_finding(f) for f in (getattr(verdict, "findings", None) or ())
+        )
+        message = getattr(verdict, "message", None) or None
+        upstream = _jsonable(result.to_upstream())
+        if message is None and isinstance(upstream.get("message"), str):
+            message = upstream["message"]
+        events = getattr(result, "events", None) or ()
+        event_types = tuple(
+            str(e.get("type", "?")) if isinstance(e, Mapping) else type(e).__name__ for e in events
+        )
+        return cls(
+            id=result.id,
+            outcome=result.outcome,
+            terminal=result.terminal,
+            level=getattr(result, "level", None),
+            status=str(getattr(result, "status", contract.STATUS_MANDATORY)),
+            selection=str(getattr(result, "selection", "selected")),
+            reason=getattr(result, "reason", None),
+            duration_s=float(getattr(result, "duration_s", 0.0) or 0.0),
+            event_types=event_types,
+            findings=findings,
+            message=message,
+            upstream=upstream,
+            started_at=_jsonable(getattr(result, "started_at", None)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["event_types"] = list(self.event_types)
+        data["findings"] = [asdict(f) for f in self.findings]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseRecord:
+        return cls(
+            id=str(data["id"]),
+            outcome=str(data["outcome"]),
+            terminal=data.get("terminal"),
+            level=data.get("level"),
+            status=str(data.get("status", contract.STATUS_MANDATORY)),
+            selection=str(data.get("selection", "selected")),
+            reason=data.get("reason"),
+            duration_s=float(data.get("duration_s", 0.0)),
+            event_types=tuple(data.get("event_types", ())),
+            findings=tuple(FindingRecord.from_dict(f) for f in data.get("findings", ())),
+            message=data.get("message"),
+            upstream=dict(data.get("upstream", {})),
+            started_at=data.get("started_at"),
+        )
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """The plan is built and written; cases are about to run."""
+
+    target: str | None
+    adapter: str
+    profile: str
+    schema_version: str
+    cases: Sequence[PlannedCase]
+    plan_path: str | None
+    manifest_path: str | None
+    model_id: str | None = None
+    capabilities: Mapping[str, Any] | None = None
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class CaseStarted:
+    case_id: str
+    started_at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class CaseFinished:
+    record: CaseRecord
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """Every case has a record, in plan order."""
+
+    records: Sequence[CaseRecord]
+    duration_s: float
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[CaseRecord]:
+        return [r for r in self.records if r.blocking]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed or self.interrupted else 0
+
+
+RunEvent = RunStarted | CaseStarted | CaseFinished | RunFinished
+
+
+class EventHandler(Protocol):
+    """A report: it sees every run event, in order, and writes its output when it can."""
+
+    def handle_event(self, event: RunEvent) -> None: ...
+
+
+class EventBus:
+    """Delivers each event to every handler; remembers the run's start for later handlers."""
+
+    def __init__(self, handlers: Iterable[EventHandler] = ()) -> None:
+        self.handlers: list[EventHandler] = list(handlers)
+        self.run_started: RunStarted | None = None
+        self.records: dict[str, CaseRecord] = {}
+
+    def add(self, handler: EventHandler) -> None:
+        self.handlers.append(handler)
+
+    def emit(self, event: RunEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.run_started = event
+        elif isinstance(event, CaseFinished):
+            self.records[event.record.id] = event.record
+        for handler in self.handlers:
+            handler.handle_event(event)
+
+    def ordered_records(self) -> list[CaseRecord]:
+        """Records in plan order (xdist delivers them in completion order)."""
+        order: dict[str, int] = {}
+        if self.run_started is not None:
+            order = {c.id: i for i, c in enumerate(self.run_started.cases)}
+        return sorted(self.records.values(), key=lambda r: (order.get(r.id, len(order)), r.id))

@@ -1,0 +1,454 @@
+"""The pytest face of the suite (entry point ``pytest11: nnrp_conformance``).
+
+Owns: the ``--nnrp-*`` options and their ini keys, turning the execution plan into test items
+(one per recipe, nodeid ``nnrp-conformance::<recipe id>``, marked ``level<N>``, the status and
+one marker per required capability), running each through the shared core
+(:mod:`nnrp_conformance.session`), h2spec-style failure output, shipping each case's record
+from xdist workers to the controller, and the reports written at the end.
+
+Rules (documented in docs/):
+
+* Without ``--nnrp-target`` (or the ``nnrp_target`` ini key) the plugin changes nothing:
+  no collection, no output, no files. Its fixtures then skip.
+* With a target, ``--manifest`` is required (a usage error otherwise).
+* Recipes are collected when no test paths are given (bare ``pytest`` or only the
+  ``testpaths``/invocation directory: then *only* the recipes run) or when ``--recipes`` is
+  given explicitly (then they run beside the given paths).
+* Strict verdicts: every selected recipe that fails, mandatory or optional, is a failed test,
+  so the exit code is non-zero. Recipes the manifest does not claim are skipped with the reason.
+* Files (plan, case results, Markdown/HTML report) are written by the controller (or the only
+  process), never by an xdist worker, and only when recipes are collected.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import contract
+from nnrp_conformance.events import CaseFinished, CaseRecord, CaseStarted, EventBus, RunFinished
+from nnrp_conformance.fixtures import (
+    CORE_KEY,
+    nnrp_capabilities,
+    nnrp_client,
+    nnrp_manifest,
+    nnrp_recipe_runner,
+)
+from nnrp_conformance.reports.format import event_runs, findings_block
+from nnrp_conformance.session import (
+    DEFAULT_TIMEOUT,
+    ConformanceCore,
+    RunOptions,
+    SetupError,
+    fill_not_run,
+    parse_params,
+)
+
+__all__ = [
+    "SUITE_NODE",
+    "NnrpConformancePlugin",
+    "RecipeFailure",
+    "RecipeItem",
+    "RecipeSuite",
+    "capability_marker",
+    "nnrp_capabilities",
+    "nnrp_client",
+    "nnrp_manifest",
+    "nnrp_recipe_runner",
+]
+
+SUITE_NODE = "nnrp-conformance"
+_PLUGIN_NAME = "nnrp-conformance-run"
+_RECORD_ATTR = "nnrp_case"  # the TestReport attribute xdist serialises with the report
+_WORKER_CAPS = "nnrp_capabilities_json"
+_WORKER_CAPS_ERROR = "nnrp_capabilities_error"
+
+_BASE_MARKERS = {
+    **{f"level{lv}": f"NNRP recipe of compatibility Level {lv}" for lv in contract.LEVELS},
+    **{s: f"NNRP recipe with status {s}" for s in contract.RECIPE_STATUSES},
+    "nnrp": "an NNRP openai-compatible/1 conformance recipe",
+}
+
+
+def capability_marker(token: str) -> str:
+    """A capability token as a marker name (``-m`` needs identifiers): ``api.streaming`` ->
+    ``streaming``, ``api.extension.x-y.critical`` -> ``extension_x_y_critical``."""
+    name = token.removeprefix("api.")
+    name = re.sub(r"[^0-9A-Za-z_]+", "_", name).strip("_").lower()
+    return name if name and not name[0].isdigit() else f"cap_{name}"
+
+
+# --- options ----------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("nnrp", "NNRP openai-compatible/1 conformance")
+
+    def add(flag: str, ini: str, help_: str, *, ini_type: str | None = None, **kw: Any) -> None:
+        group.addoption(flag, dest=ini, default=None, help=f"{help_} (ini: {ini})", **kw)
+        if ini_type is None:
+            parser.addini(ini, help_)
+        else:
+            parser.addini(ini, help_, type=ini_type)  # type: ignore[arg-type]
+
+    add("--nnrp-target", "nnrp_target",
+        "NNRP endpoint to test: HOST:PORT or a scheme URL (nnrp://, tcp://, …)", metavar="TARGET")
+    add("--manifest", "nnrp_manifest",
+        "adapter capability manifest (JSON/YAML); required with a target", metavar="PATH")
+    add("--recipes", "nnrp_recipes",
+        "recipe files or directories (repeatable; default: the bundled recipes)",
+        ini_type="paths", action="append", metavar="PATH")
+    add("--nnrp-model", "nnrp_model",
+        "model id for ${MODEL_ID} (default: the first model of the capability document)",
+        metavar="ID")
+    add("--nnrp-param", "nnrp_params", "recipe parameter KEY=VALUE or RECIPE_ID:KEY=VALUE "
+        "(repeatable)", ini_type="linelist", action="append", metavar="KEY=VALUE")
+    add("--nnrp-extension", "nnrp_extensions",
+        "select the recipes of a critical extension (repeatable)", ini_type="args",
+        action="append", metavar="NAME")
+    add("--nnrp-level", "nnrp_level", "compatibility level to test (default: the highest the "
+        "manifest claims)", metavar="N")
+    add("--nnrp-timeout", "nnrp_timeout",
+        f"per-case timeout in seconds (default {DEFAULT_TIMEOUT:g})", metavar="SECONDS")
+    add("--nnrp-results", "nnrp_results", "case results JSON (default "
+        "nnrp-conformance/case-results.json)", metavar="PATH")
+    add("--nnrp-report", "nnrp_report", "write PATH.md and PATH.html (or the .md/.html pair "
+        "named by PATH)", metavar="PATH")
+    add("--nnrp-plan", "nnrp_plan", "execution plan JSON (default: execution-plan.json beside "
+        "the case results)", metavar="PATH")
+
+
+def _value(config: pytest.Config, name: str) -> Any:
+    cli = config.getoption(name)
+    if cli is not None:
+        return cli
+    ini = config.getini(name)
+    return ini if ini not in ("", [], None) else None
+
+
+def _float(text: Any, option: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{option} expects a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise pytest.UsageError(f"{option} must be positive, got {text!r}")
+    return value
+
+
+def _options(config: pytest.Config) -> RunOptions | None:
+    target = _value(config, "nnrp_target")
+    if not target:
+        return None
+    manifest = _value(config, "nnrp_manifest")
+    if not manifest:
+        raise pytest.UsageError(
+            "--manifest is required with --nnrp-target: give the adapter capability manifest "
+            "(--manifest PATH or the nnrp_manifest ini key)")
+    base = Path(config.invocation_params.dir)
+    recipes = _value(config, "nnrp_recipes")
+    level = _value(config, "nnrp_level")
+    if level is not None:
+        try:
+            level = int(level)
+        except ValueError:
+            raise pytest.UsageError(f"--nnrp-level expects an integer, got {level!r}") from None
+    timeout = _value(config, "nnrp_timeout")
+    try:
+        params = parse_params(_value(config, "nnrp_params") or [])
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+    def path(name: str) -> Path | None:
+        v = _value(config, name)
+        return None if v is None else base / Path(v)
+
+    return RunOptions(
+        target=str(target),
+        manifest=base / Path(manifest),
+        recipes=tuple(base / Path(p) for p in recipes) if recipes else None,
+        model=_value(config, "nnrp_model"),
+        params=params,
+        extensions=tuple(_value(config, "nnrp_extensions") or ()),
+        level=level,
+        timeout=DEFAULT_TIMEOUT if timeout is None else _float(timeout, "--nnrp-timeout"),
+        results=path("nnrp_results"),
+        plan=path("nnrp_plan"),
+        report=path("nnrp_report"),
+        base_dir=base,
+    )
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in _BASE_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    options = _options(config)
+    if options is None:
+        return
+    plugin = NnrpConformancePlugin(config, options)
+    config.pluginmanager.register(plugin, _PLUGIN_NAME)
+    try:
+        plugin.setup()
+    except SetupError as exc:
+        plugin.core.close()
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    plugin = config.pluginmanager.get_plugin(_PLUGIN_NAME)
+    if plugin is not None:
+        plugin.core.close()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    if _is_worker(config):
+        return False
+    try:
+        dist = config.getoption("dist")
+    except ValueError:
+        return False
+    return dist not in (None, "no") and not config.getoption("collectonly")
+
+
+class RecipeFailure(Exception):
+    """A selected recipe failed; carries its record for the h2spec-style report."""
+
+    def __init__(self, record: CaseRecord) -> None:
+        self.record = record
+        super().__init__(f"{record.id}: {record.message or 'failed'}")
+
+
+class NnrpConformancePlugin:
+    """Per-run state registered as a plugin when a target is configured."""
+
+    def __init__(self, config: pytest.Config, options: RunOptions) -> None:
+        self.config = config
+        self.options = options
+        self.core = ConformanceCore(options)
+        config.stash[CORE_KEY] = self.core
+        self.worker = _is_worker(config)
+        self.controller = _is_xdist_controller(config)
+        explicit_recipes = config.getoption("nnrp_recipes") is not None
+        no_paths = config.args_source != pytest.Config.ArgsSource.ARGS
+        self.collect_recipes = no_paths or explicit_recipes
+        if no_paths:
+            # The recipes replace testpaths / the invocation directory (workers do the same).
+            config.args = []
+        self.bus = EventBus()
+        self.finished: RunFinished | None = None
+        self.begin = time.monotonic()
+        self.written: list[str] = []
+        self.problems: list[str] = []
+
+    # setup ------------------------------------------------------------------------------
+    def setup(self) -> None:
+        core = self.core
+        core.load_manifest()
+        core.load_recipes()
+        if not self.collect_recipes:
+            return  # provider tests only: the fixtures connect on demand
+        if self.worker:
+            workerinput = self.config.workerinput  # type: ignore[attr-defined]
+            if _WORKER_CAPS in workerinput:
+                caps = json.loads(workerinput[_WORKER_CAPS])
+                core.capabilities_error = workerinput.get(_WORKER_CAPS_ERROR)
+            else:
+                caps = core.try_capabilities()
+            core.build_plan(caps)
+            return
+        core.build_plan(core.try_capabilities())
+        core.write_plan()
+        if self.controller:
+            core.close()  # the controller runs no case; workers hold their own connection
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.core.plan is not None:
+            # every worker must plan (and so collect) exactly what the controller planned
+            node.workerinput[_WORKER_CAPS] = json.dumps(self.core.capabilities)
+            node.workerinput[_WORKER_CAPS_ERROR] = self.core.capabilities_error
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        if not self.collect_recipes or self.core.plan is None:
+            return [f"nnrp-conformance: target {self.options.target}"]
+        plan = self.core.plan
+        selected = len(plan.selected())
+        warning = []
+        if self.core.capabilities_error:
+            warning = [f"nnrp-conformance: WARNING: {self.core.capabilities_error}"]
+        return [
+            *warning,
+            f"nnrp-conformance: target {self.options.target}, adapter {plan.adapter}, "
+            f"model {self.core.model_id or '-'}, level {plan.level}",
+            f"nnrp-conformance: {selected} of {len(plan.cases)} recipes selected; plan "
+            f"{self.options.artifacts().plan}",
+        ]
+
+    # collection -------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Iterator[Any]:
+        report = yield
+        if (self.collect_recipes and isinstance(collector, pytest.Session)
+                and report.outcome == "passed" and self.core.plan is not None):
+            report.result.append(RecipeSuite.from_parent(collector, name=SUITE_NODE,
+                                                         nodeid=SUITE_NODE))
+        return report
+
+    # running ----------------------------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Iterator[Any]:
+        report = yield
+        if isinstance(item, RecipeItem):
+            record = item.record
+            if record is None and call.when == "setup" and report.skipped:
+                record = item.skipped_record()
+            if record is not None and (call.when == "call" or report.skipped):
+                setattr(report, _RECORD_ATTR, record.to_dict())
+                item.record = None  # one record per case, even with a teardown error
+        return report
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if not self.worker and nodeid.startswith(f"{SUITE_NODE}::"):
+            self.bus.emit(CaseStarted(nodeid.removeprefix(f"{SUITE_NODE}::")))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, _RECORD_ATTR, None)
+        if data and not self.worker:
+            self.bus.emit(CaseFinished(CaseRecord.from_dict(data)))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if (self.worker or not self.collect_recipes or self.core.plan is None
+                or self.config.getoption("collectonly")):
+            return
+        from nnrp_conformance.reports.case_results import CaseResultsHandler
+        from nnrp_conformance.reports.html import HtmlHandler
+        from nnrp_conformance.reports.markdown import MarkdownHandler
+
+        art = self.options.artifacts()
+        started = self.core.run_started()
+        fill_not_run(self.core.plan, self.bus)  # deselected (-k/-m/--lf) or never reached
+        handlers: list[Any] = [CaseResultsHandler(art.results)]
+        if art.report_md is not None and art.report_html is not None:
+            handlers += [MarkdownHandler(art.report_md), HtmlHandler(art.report_html)]
+        self.bus.handlers = handlers
+        self.bus.run_started = started
+        for h in handlers:
+            h.handle_event(started)
+        self.finished = RunFinished(self.bus.ordered_records(), time.monotonic() - self.begin,
+                                    interrupted=session.shouldstop is not False)
+        try:
+            self.bus.emit(self.finished)
+        except OSError as exc:
+            self.problems.append(f"cannot write a report: {exc}")
+        self.written = [w for w in art.written() if Path(w).exists()]
+        results = handlers[0]
+        if results.violations:
+            self.problems.append("case results break the case-results schema: " + "; ".join(
+                str(v) for v in results.violations))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.finished is None:
+            return
+        from nnrp_conformance.reports.terminal import render_summary, summary_console
+
+        buffer = io.StringIO()
+        tw = terminalreporter._tw
+        console = summary_console(buffer, color=tw.hasmarkup, width=tw.fullwidth)
+        render_summary(console, self.finished.records, started=self.bus.run_started,
+                       written=self.written)
+        terminalreporter.section("nnrp-conformance summary")
+        terminalreporter.write(buffer.getvalue())
+        for problem in self.problems:
+            terminalreporter.write_line(f"nnrp-conformance: {problem}", red=True)
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+
+class RecipeSuite(pytest.Collector):
+    """The plan as a collector: one item per recipe, in plan order."""
+
+    def collect(self) -> list[pytest.Item]:
+        core = self.config.stash[CORE_KEY]
+        items: list[pytest.Item] = []
+        for case in core.plan.cases:
+            items.append(RecipeItem.from_parent(self, name=case.id, case=case))
+        return items
+
+
+class RecipeItem(pytest.Item):
+    """One recipe run against the target; a failure raises :class:`RecipeFailure`."""
+
+    def __init__(self, *, case: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.record: CaseRecord | None = None
+        names = ["nnrp", f"level{case.level}", case.status]
+        names += [capability_marker(t) for t in case.required_capabilities]
+        registered = {line.split(":", 1)[0].strip() for line in self.config.getini("markers")}
+        for name in dict.fromkeys(names):
+            if name not in registered:
+                self.config.addinivalue_line("markers", f"{name}: NNRP recipe capability")
+            self.add_marker(name)
+        self.extra_keyword_matches.update(case.required_capabilities)
+        self.user_properties += [("nnrp_recipe", case.id), ("nnrp_level", str(case.level)),
+                                 ("nnrp_status", case.status)]
+        if case.selection != "selected":
+            self.add_marker(pytest.mark.skip(reason=f"{case.selection}: {case.reason or ''}"
+                                             .rstrip(": ")))
+
+    def skipped_record(self) -> CaseRecord:
+        from nnrp_conformance import runner
+
+        return CaseRecord.from_result(runner.skipped_result(self.case))
+
+    def runtest(self) -> None:
+        core: ConformanceCore = self.config.stash[CORE_KEY]
+        try:
+            result = core.run_case(self.case)
+        except SetupError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        self.record = record = CaseRecord.from_result(result)
+        if record.failed:
+            raise RecipeFailure(record)
+        if record.skipped:
+            pytest.skip(record.reason or record.message or "skipped by the runner")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | Any:
+        if isinstance(excinfo.value, RecipeFailure):
+            return format_failure(excinfo.value.record, self.case)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        # a line number is required for skip reports; recipes have no meaningful one
+        return self.case.recipe.path, 0, f"recipe {self.case.id}"
+
+
+def format_failure(record: CaseRecord, case: Any) -> str:
+    expected = case.expect.get("terminal", contract.TERMINAL_SUCCESS)
+    lines = [
+        f"recipe {record.id} ({record.status}, level {record.level}) FAILED",
+        f"  recipe file: {case.recipe.path}",
+        f"  terminal: seen {record.terminal!r}, expected {expected!r}",
+        f"  events ({len(record.event_types)}): {event_runs(record.event_types)}",
+    ]
+    if record.message and not record.findings:
+        lines.append(f"  verdict: {record.message}")
+    lines += findings_block(record, numbered=True)
+    return "\n".join(lines)

@@ -1,0 +1,53 @@
+"""The case-results JSON: upstream's format (upstream-notes §8.2), our evidence in ``diagnostics``.
+
+The document is validated against the ``case-results`` schema before it is written; a
+document that breaks it is still written (so the evidence is not lost) and the violations
+are kept on the handler for the face to report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nnrp_conformance import validation
+from nnrp_conformance.events import CaseRecord, RunEvent, RunFinished, RunStarted
+
+__all__ = ["CaseResultsHandler", "case_results_document", "write_json"]
+
+
+def case_results_document(started: RunStarted, records: Sequence[CaseRecord]) -> dict[str, Any]:
+    """The upstream document: profile, schema_version, adapter, one result per case in order."""
+    return {
+        "$schema": validation.schema_uri("case-results"),
+        "profile": started.profile,
+        "schema_version": started.schema_version,
+        "adapter": started.adapter,
+        "results": [dict(r.upstream) for r in records],
+    }
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write atomically, so an interrupted run never leaves half a document behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+class CaseResultsHandler:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.started: RunStarted | None = None
+        self.violations: list[validation.Violation] = []
+        self.document: dict[str, Any] | None = None
+
+    def handle_event(self, event: RunEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.started = event
+        elif isinstance(event, RunFinished) and self.started is not None:
+            self.document = case_results_document(self.started, event.records)
+            self.violations = list(validation.validate("case-results", self.document))
+            write_json(self.path, self.document)

@@ -1,0 +1,115 @@
+"""Shared wording of the reports: verdict labels, counts, and h2spec-style finding lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from nnrp_conformance.events import CaseRecord, FindingRecord
+
+__all__ = [
+    "MAX_FINDINGS_SHOWN",
+    "clip",
+    "counts",
+    "event_runs",
+    "finding_lines",
+    "findings_block",
+    "reason_text",
+    "render_value",
+    "summary_line",
+    "verdict_label",
+]
+
+_MAX_VALUE = 240  # characters of an expected/seen value shown inline
+#: findings printed per case; the case results JSON keeps all of them
+MAX_FINDINGS_SHOWN = 8
+
+
+def verdict_label(record: CaseRecord) -> str:
+    if record.skipped and record.selection != "selected":
+        return "skipped"
+    return record.outcome
+
+
+def clip(text: str, width: int | None) -> str:
+    if width is None or len(text) <= width:
+        return text
+    return text[: max(width - 1, 0)] + "…"
+
+
+def reason_text(record: CaseRecord, width: int | None = None) -> str:
+    """The one-line reason of a row: a failure's first finding (and how many more), else the
+    verdict message, else why the case was skipped."""
+    if record.failed and record.findings:
+        first = record.findings[0]
+        text = f"{first.rule}: {first.message}"
+        if len(record.findings) > 1:
+            more = f" (+{len(record.findings) - 1} more)"
+            return clip(text, None if width is None else width - len(more)) + more
+        return clip(text, width)
+    if record.failed and record.message:
+        return clip(record.message, width)
+    return clip(record.reason or "", width)
+
+
+def counts(records: Iterable[CaseRecord]) -> dict[str, int]:
+    out = {"passed": 0, "failed": 0, "skipped": 0}
+    for r in records:
+        out[r.outcome] = out.get(r.outcome, 0) + 1
+    return out
+
+
+def summary_line(records: Sequence[CaseRecord]) -> str:
+    """'N passed, N failed, N skipped' (the plain closing line CI readers understand)."""
+    c = counts(records)
+    return f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+
+
+def render_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=repr)
+    if len(text) > _MAX_VALUE:
+        text = text[: _MAX_VALUE - 1] + "…"
+    return text
+
+
+def finding_lines(case_id: str, finding: FindingRecord) -> list[str]:
+    """One finding as an indented block: rule and citation, where, expected vs seen."""
+    head = f"{case_id}: [{finding.rule}]"
+    if finding.spec:
+        head += f" ({finding.spec})"
+    lines = [head, f"  {finding.message}"]
+    if finding.event_index is not None:
+        lines.append(f"  at event #{finding.event_index}")
+    if finding.expected is not None:
+        lines.append(f"  expected: {render_value(finding.expected)}")
+    if finding.seen is not None:
+        lines.append(f"  seen:     {render_value(finding.seen)}")
+    return lines
+
+
+def findings_block(record: CaseRecord, *, numbered: bool = False) -> list[str]:
+    """Every finding's lines (at most :data:`MAX_FINDINGS_SHOWN`), then how many were left out."""
+    lines: list[str] = []
+    shown = record.findings[:MAX_FINDINGS_SHOWN]
+    for n, finding in enumerate(shown, 1):
+        block = finding_lines(record.id, finding)
+        lines.append(f"finding {n}: {block[0]}" if numbered else block[0])
+        lines += block[1:]
+    hidden = len(record.findings) - len(shown)
+    if hidden > 0:
+        lines.append(f"… and {hidden} more finding(s) (all of them are in the case results)")
+    return lines
+
+
+def event_runs(types: Sequence[str]) -> str:
+    """``#0-#15 response.output_text.delta ×16, #16 response.completed``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(types):
+        j = i
+        while j + 1 < len(types) and types[j + 1] == types[i]:
+            j += 1
+        parts.append(f"#{i} {types[i]}" if i == j else f"#{i}-#{j} {types[i]} ×{j - i + 1}")
+        i = j + 1
+    return ", ".join(parts) or "none"

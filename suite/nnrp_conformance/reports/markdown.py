@@ -1,0 +1,98 @@
+"""The Markdown report: run facts, a table of every recipe, then each failure's findings."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from nnrp_conformance.events import CaseRecord, RunEvent, RunFinished, RunStarted
+from nnrp_conformance.reports.format import (
+    event_runs,
+    findings_block,
+    reason_text,
+    summary_line,
+    verdict_label,
+)
+
+__all__ = ["MarkdownHandler", "render_markdown"]
+
+_ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped"}
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def run_facts(started: RunStarted | None, finished: RunFinished) -> list[tuple[str, str]]:
+    facts: list[tuple[str, str]] = []
+    if started is not None:
+        facts += [
+            ("adapter", started.adapter),
+            ("profile", f"{started.profile} ({started.schema_version})"),
+            ("target", started.target or "-"),
+            ("manifest", started.manifest_path or "-"),
+            ("model", started.model_id or "-"),
+            ("plan", started.plan_path or "-"),
+            ("started", time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started.started_at))),
+        ]
+    facts.append(("duration", f"{finished.duration_s:.2f}s"))
+    facts.append(("result", summary_line(finished.records)))
+    return facts
+
+
+def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
+    records: Sequence[CaseRecord] = finished.records
+    out = ["# NNRP openai-compatible/1 conformance report", ""]
+    verdict = "FAILED" if finished.failed else "PASSED"
+    out += [f"**{verdict}**: {summary_line(records)}", ""]
+    out += ["| | |", "|---|---|"]
+    out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in run_facts(started, finished)]
+    out += ["", "## Recipes", ""]
+    out += ["| recipe | verdict | level | status | events | duration | reason |"]
+    out += ["|---|---|---|---|---:|---:|---|"]
+    for r in records:
+        selected = not r.skipped  # a case that ran
+        reason = reason_text(r, 240)
+        out.append(
+            "| "
+            + " | ".join(
+                _cell(x)
+                for x in (
+                    f"`{r.id}`",
+                    _ICONS.get(verdict_label(r), r.outcome),
+                    "" if r.level is None else r.level,
+                    r.status,
+                    len(r.event_types) if selected else "",
+                    f"{r.duration_s:.2f}s" if selected else "",
+                    reason,
+                )
+            )
+            + " |"
+        )
+    failed = [r for r in records if r.failed]
+    if failed:
+        out += ["", "## Failures", ""]
+        for r in failed:
+            out += [f"### `{r.id}` ({r.status})", ""]
+            if r.event_types:
+                out += [f"Events seen: {event_runs(r.event_types)}", ""]
+            out.append("```text")
+            if not r.findings and r.message:
+                out.append(r.message)
+            out += findings_block(r)
+            out += ["```", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+class MarkdownHandler:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.started: RunStarted | None = None
+
+    def handle_event(self, event: RunEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.started = event
+        elif isinstance(event, RunFinished):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(render_markdown(self.started, event), encoding="utf-8")

@@ -1,0 +1,122 @@
+"""The rich terminal summary: one row per recipe, then the failures' findings, then counts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from nnrp_conformance.events import CaseFinished, CaseRecord, RunEvent, RunFinished, RunStarted
+from nnrp_conformance.reports.format import (
+    findings_block,
+    reason_text,
+    summary_line,
+    verdict_label,
+)
+
+__all__ = ["MIN_WIDTH", "TerminalHandler", "render_summary", "summary_console"]
+
+#: the summary is laid out for at least this many columns (CI logs do not wrap; a narrower
+#: terminal wraps long rows instead of squeezing the columns to nothing)
+MIN_WIDTH = 132
+
+
+def summary_console(file: object = None, *, color: bool | None = None,
+                    width: int | None = None) -> Console:
+    """A console for the summary: never narrower than :data:`MIN_WIDTH`."""
+    probe = Console(file=file) if file is not None else Console()  # type: ignore[arg-type]
+    kwargs: dict = {"highlight": False, "width": max(width or probe.width, MIN_WIDTH)}
+    if file is not None:
+        kwargs["file"] = file
+    if color is not None:
+        kwargs["force_terminal"] = color
+        kwargs["color_system"] = "standard" if color else None
+        kwargs["no_color"] = not color
+    return Console(**kwargs)
+
+_STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow"}
+
+
+def _table(records: Sequence[CaseRecord], title: str, width: int) -> Table:
+    table = Table(title=title, title_justify="left", expand=False, show_lines=False)
+    longest = max((len(r.id) for r in records), default=6)
+    # Rich squeezes wrappable columns to nothing when a row is too wide, so every column is
+    # no_wrap and the reason is clipped to what is left (the full findings follow the table).
+    fixed = longest + 7 + 5 + 9 + 6 + 8 + 3 * 7 + 1
+    budget = max(width - fixed, 16)
+    for name, justify in (("recipe", "left"), ("verdict", "left"), ("level", "right"),
+                          ("status", "left"), ("events", "right"), ("duration", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("reason", no_wrap=True)
+    for r in records:
+        label = verdict_label(r)
+        label = verdict_label(r)
+        table.add_row(
+            r.id,
+            Text(label, style=_STYLES.get(label, "")),
+            "" if r.level is None else str(r.level),
+            r.status,
+            str(len(r.event_types)) if not r.skipped else "",
+            f"{r.duration_s:.2f}s" if not r.skipped else "",
+            reason_text(r, budget),
+        )
+    return table
+
+
+def render_summary(
+    console: Console,
+    records: Sequence[CaseRecord],
+    *,
+    started: RunStarted | None = None,
+    written: Sequence[str] = (),
+) -> None:
+    """Print the whole summary (table, failure details, artifacts, counts) to ``console``."""
+    title = "NNRP openai-compatible/1 conformance"
+    if started is not None:
+        title += f": {started.adapter}"
+        if started.target:
+            title += f" @ {started.target}"
+    console.print(_table(records, title, console.width), crop=False)
+    failed = [r for r in records if r.failed]
+    for r in failed:
+        console.print(Text(f"FAILED {r.id} ({r.status})", style="bold red"))
+        if not r.findings and r.message:
+            console.print(f"  {r.message}", markup=False, highlight=False, soft_wrap=True)
+        for line in findings_block(r):
+            console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+    for path in written:
+        console.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
+    style = "bold red" if failed else "bold green"
+    console.print(Text(summary_line(records), style=style))
+
+
+class TerminalHandler:
+    """Prints the summary when the run finishes (the CLI face; the plugin calls render_summary)."""
+
+    def __init__(self, console: Console | None = None, *, progress: bool = False) -> None:
+        self.console = console or summary_console()
+        self.progress = progress
+        self.started: RunStarted | None = None
+        self.written: list[str] = []
+
+    def handle_event(self, event: RunEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.started = event
+            if self.progress:
+                selected = sum(1 for c in event.cases if c.selection == "selected")
+                self.console.print(
+                    f"nnrp-conformance: {event.adapter} @ {event.target}: {selected} of "
+                    f"{len(event.cases)} recipes selected (model {event.model_id or '-'})",
+                    markup=False)
+        elif isinstance(event, CaseFinished) and self.progress:
+            r = event.record
+            label = verdict_label(r)
+            line = Text(f"{label.upper():8}", style=_STYLES.get(label, ""))
+            line.append(f" {r.id}")
+            if r.selection == "selected":
+                line.append(f" ({r.duration_s:.2f}s)")
+            self.console.print(line)
+        elif isinstance(event, RunFinished):
+            render_summary(self.console, event.records, started=self.started, written=self.written)

@@ -1,0 +1,378 @@
+"""The run core shared by both faces (pytest plugin and ``nnrp-conformance`` CLI).
+
+Owns: the run options and where the artifacts go, turning every bad input (manifest,
+recipes, ``KEY=VALUE`` parameters, an unreachable target) into one :class:`SetupError`
+whose message names the file and field, the long-lived anyio blocking portal that holds
+one client connection per process (pytest items and the CLI are synchronous), building
+and writing the execution plan, and running cases while emitting run events.
+
+Artifacts: the case results default to ``nnrp-conformance/case-results.json`` under the
+base directory (pytest's invocation directory, or the CLI's working directory); the plan
+defaults to ``execution-plan.json`` and the evidence directory to ``evidence/``, both beside
+the results file. ``--nnrp-report PATH`` writes ``PATH.md`` and ``PATH.html`` (a path ending
+in ``.md``/``.html`` names one of the pair).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from nnrp_conformance import contract
+from nnrp_conformance.events import (
+    CaseFinished,
+    CaseRecord,
+    CaseStarted,
+    EventBus,
+    RunFinished,
+    RunStarted,
+)
+from nnrp_conformance.reports import report_paths
+from nnrp_conformance.reports.case_results import write_json
+from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_RESULTS",
+    "DEFAULT_TIMEOUT",
+    "Artifacts",
+    "ConformanceCore",
+    "RunOptions",
+    "SetupError",
+    "TargetError",
+    "default_model",
+    "fill_not_run",
+    "parse_params",
+    "run_plan",
+]
+
+DEFAULT_TIMEOUT = DEFAULT_CASE_TIMEOUT_S
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_RESULTS = Path("nnrp-conformance") / "case-results.json"
+
+
+class SetupError(Exception):
+    """A run that cannot start; the message is meant for the user as is (no traceback)."""
+
+
+class TargetError(SetupError):
+    """The target cannot be reached or does not deliver a usable capability document."""
+
+
+def parse_params(items: Sequence[str], *, option: str = "--nnrp-param") -> dict[str, str]:
+    """``["A=1", "B=x=y"]`` -> ``{"A": "1", "B": "x=y"}``; a malformed item is a SetupError."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SetupError(f"{option} expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def default_model(capabilities: Mapping[str, Any] | None) -> str | None:
+    """The first model the endpoint's capability document lists (fills ``${MODEL_ID}``)."""
+    for model in (capabilities or {}).get("models") or ():
+        if isinstance(model, Mapping) and isinstance(model.get("id"), str) and model["id"]:
+            return model["id"]
+    return None
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    results: Path
+    plan: Path
+    evidence_dir: Path
+    report_md: Path | None
+    report_html: Path | None
+
+    def written(self) -> list[str]:
+        out = [str(self.plan), str(self.results)]
+        out += [str(p) for p in (self.report_md, self.report_html) if p is not None]
+        return out
+
+
+@dataclass
+class RunOptions:
+    """Everything a run needs; both faces fill it from their own option syntax."""
+
+    target: str | None = None
+    manifest: Path | None = None
+    recipes: tuple[Path, ...] | None = None
+    model: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    extensions: tuple[str, ...] = ()
+    level: int | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    results: Path | None = None
+    plan: Path | None = None
+    report: Path | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def artifacts(self) -> Artifacts:
+        def absolute(p: Path) -> Path:
+            return p if p.is_absolute() else self.base_dir / p
+
+        results = absolute(self.results or DEFAULT_RESULTS)
+        plan = absolute(self.plan) if self.plan else results.parent / "execution-plan.json"
+        md = html = None
+        if self.report is not None:
+            md, html = report_paths(absolute(self.report))
+        return Artifacts(results, plan, results.parent / "evidence", md, html)
+
+
+def _problems_text(exc: Exception) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+class ConformanceCore:
+    """One process's run state: portal, client, capability document, manifest, plan.
+
+    All methods are synchronous; the async work happens in the portal's event loop thread,
+    which outlives single cases so one connection serves the whole run (per xdist worker).
+    """
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.capabilities: dict[str, Any] | None = None
+        self.capabilities_error: str | None = None
+        self.manifest: Any = None
+        self.recipes: list[Any] | None = None
+        self.plan: Any = None
+        self.model_id: str | None = None
+        self._client: Any = None
+        self._portal: BlockingPortal | None = None
+        self._stack = contextlib.ExitStack()
+
+    # --- connection --------------------------------------------------------------------
+    @property
+    def portal(self) -> BlockingPortal:
+        if self._portal is None:
+            self._portal = self._stack.enter_context(start_blocking_portal(backend="asyncio"))
+        return self._portal
+
+    @property
+    def client(self) -> Any:
+        """The connected client (connects on first use)."""
+        if self._client is None:
+            self.connect()
+        return self._client
+
+    def connect(self) -> Any:
+        from nnrp_conformance.client import NnrpClient
+
+        target = self.options.target
+        if not target:
+            raise SetupError("no target: give --nnrp-target HOST:PORT (or a scheme URL)")
+        try:
+            self._client = self.portal.call(
+                functools.partial(
+                    NnrpClient.connect, target, connect_timeout=self.options.connect_timeout
+                )
+            )
+        except Exception as exc:
+            raise TargetError(f"cannot connect to NNRP target {target!r}: "
+                             f"{_problems_text(exc)}") from None
+        return self._client
+
+    def fetch_capabilities(self) -> dict[str, Any]:
+        """The endpoint's capability document; a TargetError when it cannot be had."""
+        # bounded by the case timeout too: a silent endpoint must not stall the run's start
+        timeout = min(self.options.timeout, DEFAULT_CONNECT_TIMEOUT)
+        try:
+            doc = self.portal.call(functools.partial(self.client.capabilities, timeout=timeout))
+        except SetupError:
+            raise
+        except Exception as exc:
+            raise TargetError(f"cannot fetch the capability document from "
+                             f"{self.options.target!r}: {_problems_text(exc)}") from None
+        if not isinstance(doc, dict):
+            raise TargetError(f"the capability document from {self.options.target!r} is not a "
+                             f"JSON object (got {type(doc).__name__})")
+        self.capabilities = doc
+        return doc
+
+    def try_capabilities(self) -> dict[str, Any] | None:
+        """Like :meth:`fetch_capabilities`, but a broken discovery operation is an endpoint
+        defect for the recipes to judge, not a reason to stop: the error is kept in
+        ``capabilities_error`` and ``None`` returned. An unreachable target still raises."""
+        client = self.client  # connection failures raise TargetError here
+        del client
+        try:
+            return self.fetch_capabilities()
+        except TargetError as exc:
+            self.capabilities_error = str(exc)
+            return None
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run an async callable in the portal and return its result."""
+        return self.portal.call(functools.partial(fn, *args, **kwargs))
+
+    # --- plan --------------------------------------------------------------------------
+    def load_manifest(self) -> Any:
+        from nnrp_conformance.manifest import ManifestError, load_manifest
+
+        if self.options.manifest is None:
+            raise SetupError("no manifest: give --manifest PATH (the adapter capability "
+                             "manifest is required with a target)")
+        try:
+            self.manifest = load_manifest(self.options.manifest)
+        except ManifestError as exc:
+            raise SetupError(f"invalid manifest:\n{_problems_text(exc)}") from None
+        return self.manifest
+
+    def load_recipes(self) -> list[Any]:
+        from nnrp_conformance.recipes import RecipeError, load_recipes
+
+        try:
+            self.recipes = load_recipes(list(self.options.recipes) if self.options.recipes
+                                        else None)
+        except RecipeError as exc:
+            raise SetupError(f"invalid recipes:\n{_problems_text(exc)}") from None
+        return self.recipes
+
+    def build_plan(self, capabilities: Mapping[str, Any] | None = None) -> Any:
+        """Manifest + recipes + (capability document for the default model) -> plan."""
+        from nnrp_conformance.planner import PlanError, build_plan
+
+        if capabilities is not None:
+            self.capabilities = dict(capabilities)
+        if self.manifest is None:
+            self.load_manifest()
+        if self.recipes is None:
+            self.load_recipes()
+        self.model_id = self.options.model or default_model(self.capabilities)
+        try:
+            self.plan = build_plan(
+                self.recipes,
+                self.manifest,
+                model_id=self.model_id,
+                params=dict(self.options.params),
+                extensions=tuple(self.options.extensions),
+                level=self.options.level,
+            )
+        except PlanError as exc:
+            raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
+        return self.plan
+
+    def plan_document(self) -> dict[str, Any]:
+        art = self.options.artifacts()
+        return self.plan.to_json(str(art.results), str(art.evidence_dir))
+
+    def write_plan(self) -> Path:
+        from nnrp_conformance.validation import SchemaViolationError
+
+        path = self.options.artifacts().plan
+        try:
+            document = self.plan_document()
+        except SchemaViolationError as exc:
+            # The plan is ours, so this is a suite bug; the user still gets the details.
+            raise SetupError(f"the execution plan breaks its schema:\n{exc}") from None
+        try:
+            write_json(path, document)
+        except OSError as exc:
+            raise SetupError(f"cannot write the execution plan to {path}: "
+                             f"{exc.strerror or exc}") from None
+        return path
+
+    def run_started(self) -> RunStarted:
+        art = self.options.artifacts()
+        return RunStarted(
+            target=self.options.target,
+            adapter=self.plan.adapter,
+            profile=getattr(self.plan, "profile", contract.PROFILE),
+            schema_version=getattr(self.plan, "schema_version", contract.SCHEMA_VERSION),
+            cases=tuple(self.plan.cases),
+            plan_path=str(art.plan),
+            manifest_path=str(self.options.manifest) if self.options.manifest else None,
+            model_id=self.model_id,
+            capabilities=self.capabilities,
+        )
+
+    # --- cases -------------------------------------------------------------------------
+    def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
+        """Run one planned case; a case the plan did not select comes back as a skipped
+        result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
+        from nnrp_conformance import runner
+
+        if case.selection != "selected" and not force:
+            return runner.skipped_result(case)
+        return self.portal.call(
+            functools.partial(
+                runner.run_case,
+                self.client,
+                case,
+                timeout=self.options.timeout if timeout is None else timeout,
+                manifest=self.manifest,
+                capability_document=self.capabilities,
+            )
+        )
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        try:
+            if client is not None and self._portal is not None:
+                with contextlib.suppress(Exception):
+                    self._portal.call(client.aclose)
+        finally:
+            self._portal = None
+            self._stack.close()
+
+
+NOT_RUN_REASON = "not run in this session (deselected or interrupted)"
+
+
+def fill_not_run(plan: Any, bus: EventBus) -> None:
+    """Give every plan case without a record a skipped one, so the case results always
+    hold one result per case and a partial run never passes for a complete one."""
+    from nnrp_conformance import runner
+
+    for case in plan.cases:
+        if case.id not in bus.records:
+            rec = CaseRecord.from_result(runner.skipped_result(case))
+            upstream = {**rec.upstream, "message": NOT_RUN_REASON}
+            upstream["diagnostics"] = {**upstream.get("diagnostics", {}),
+                                       "reason": NOT_RUN_REASON, "not_run": True}
+            bus.records[case.id] = dataclasses.replace(
+                rec, reason=NOT_RUN_REASON, message=NOT_RUN_REASON, upstream=upstream)
+
+
+def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
+    """Run every case of the plan in order, emitting the events; return the RunFinished."""
+    begin = time.monotonic()
+    bus.emit(core.run_started())
+    interrupted = False
+    try:
+        for case in core.plan.cases:
+            bus.emit(CaseStarted(case.id))
+            bus.emit(CaseFinished(CaseRecord.from_result(core.run_case(case))))
+    except KeyboardInterrupt:
+        interrupted = True
+    fill_not_run(core.plan, bus)
+    finished = RunFinished(bus.ordered_records(), time.monotonic() - begin, interrupted)
+    bus.emit(finished)
+    return finished
+
+
+def load_json_object(path: Path) -> dict[str, Any]:
+    """Read a JSON object file for the faces; errors name the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SetupError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SetupError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SetupError(f"{path}: expected a JSON object")
+    return data

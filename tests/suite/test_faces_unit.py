@@ -1,0 +1,86 @@
+"""Pieces of the faces that need no endpoint: option parsing, report paths, marker names,
+record round trips (what xdist ships), and the reports rendered from records."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from nnrp_conformance.events import CaseRecord, FindingRecord, RunFinished, RunStarted
+from nnrp_conformance.plugin import capability_marker
+from nnrp_conformance.reports import report_paths
+from nnrp_conformance.reports.format import event_runs, findings_block, reason_text
+from nnrp_conformance.reports.html import render_html
+from nnrp_conformance.reports.markdown import render_markdown
+from nnrp_conformance.session import RunOptions, SetupError, parse_params
+
+
+def _record(outcome: str = "failed", findings: int = 2) -> CaseRecord:
+    return CaseRecord(
+        id="level1.chat.x", outcome=outcome, terminal="success", level=1, status="optional",
+        selection="selected", reason=None, duration_s=0.5,
+        event_types=("response.output_text.delta",) * 3 + ("response.completed",),
+        findings=tuple(FindingRecord(rule=f"rule.{i}", message=f"<bad & {i}>", event_index=i,
+                                     expected={"a": 1}, seen=[1, 2], spec="§4")
+                       for i in range(findings)),
+        message="m", upstream={"id": "level1.chat.x", "outcome": outcome,
+                               "terminal": "success"})
+
+
+def test_params_parse_and_reject() -> None:
+    assert parse_params(["A=1", "r.id:B=x=y", "C="]) == {"A": "1", "r.id:B": "x=y", "C": ""}
+    with pytest.raises(SetupError, match="KEY=VALUE"):
+        parse_params(["novalue"])
+
+
+def test_report_paths() -> None:
+    assert report_paths("out/r") == (Path("out/r.md"), Path("out/r.html"))
+    assert report_paths("out/r.html") == (Path("out/r.md"), Path("out/r.html"))
+    assert report_paths("out/r.md") == (Path("out/r.md"), Path("out/r.html"))
+
+
+def test_artifact_defaults(tmp_path: Path) -> None:
+    art = RunOptions(base_dir=tmp_path, results=Path("x/res.json")).artifacts()
+    assert art.results == tmp_path / "x" / "res.json"
+    assert art.plan == tmp_path / "x" / "execution-plan.json"
+    assert art.evidence_dir == tmp_path / "x" / "evidence"
+    assert art.report_md is None
+
+
+def test_capability_markers_are_identifiers() -> None:
+    assert capability_marker("api.streaming") == "streaming"
+    assert capability_marker("api.chat.completions.create") == "chat_completions_create"
+    assert capability_marker("api.extension.vllm-x.critical") == "extension_vllm_x_critical"
+    assert capability_marker("api.level1") == "level1"
+
+
+def test_record_round_trip_is_json() -> None:
+    rec = _record()
+    data = json.loads(json.dumps(rec.to_dict()))
+    assert CaseRecord.from_dict(data) == rec
+
+
+def test_event_runs_and_reason() -> None:
+    assert event_runs(["a", "a", "b", "a"]) == "#0-#1 a ×2, #2 b, #3 a"
+    assert event_runs([]) == "none"
+    assert reason_text(_record()).startswith("rule.0: <bad & 0> (+1 more)")
+    assert len(reason_text(_record(), 20)) <= 20
+    lines = findings_block(_record(findings=12))
+    assert lines[-1].startswith("… and 4 more finding(s)")
+
+
+def test_markdown_and_html_escape_and_are_self_contained() -> None:
+    started = RunStarted(target="127.0.0.1:1", adapter="a|b", profile="openai-compatible",
+                         schema_version="openai-compatible/1", cases=(), plan_path=None,
+                         manifest_path=None)
+    finished = RunFinished([_record(), _record("passed", 0)], 1.0)
+    md = render_markdown(started, finished)
+    assert "a\\|b" in md and "[rule.0]" in md and "**FAILED**" in md
+    html = render_html(started, finished)
+    assert "<bad &" not in html and "&lt;bad &amp; 0&gt;" in html
+    for external in ("<script", "<link", "src=", "url("):
+        assert external not in html
+    HTMLParser().feed(html)  # parses without error
