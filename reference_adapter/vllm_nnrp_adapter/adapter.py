@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import anyio
+
 from nnrp_conformance import contract
 
 from . import profile
@@ -38,6 +40,10 @@ BACKEND_FAMILY_CODES: Mapping[str, str] = {
     "engine_failure": contract.ERR_BACKEND_ERROR,
     "internal": contract.ERR_INTERNAL,
 }
+
+#: longest wait for the backend's next output before the operation fails (a hung engine must
+#: end in a backend-error terminal, never a hang); the operator can change it.
+DEFAULT_BACKEND_STALL_TIMEOUT_S = 300.0
 
 #: request body fields that could make vLLM load a template, a module or a file the operator
 #: did not configure; refused unless the operator allows them explicitly.
@@ -215,6 +221,12 @@ class ChunkMapper:
     def usage(self) -> dict[str, int] | None:
         return self._usage
 
+    @property
+    def finished(self) -> bool:
+        """True once every choice seen so far has a finish_reason (and one was seen)."""
+        seen = set(self._text) | set(self._roles) | {ci for ci, _ in self._tool_calls}
+        return bool(self._finish) and seen <= set(self._finish)
+
 
 def _usage_numbers(usage: Mapping[str, Any]) -> dict[str, int]:
     prompt = int(usage.get("prompt_tokens", usage.get("input_tokens", 0)) or 0)
@@ -293,12 +305,14 @@ class VllmNnrpAdapter:
         recorder: Any | None = None,
         allowed_operator_fields: Iterable[str] = (),
         echo_text_in_diagnostics: bool = False,
+        backend_stall_timeout_s: float | None = DEFAULT_BACKEND_STALL_TIMEOUT_S,
     ) -> None:
         self.backend = backend
         self.manifest = dict(manifest)
         self.recorder = recorder
         self.allowed_operator_fields = frozenset(allowed_operator_fields)
         self.echo_text_in_diagnostics = echo_text_in_diagnostics
+        self.backend_stall_timeout_s = backend_stall_timeout_s
         self.operations = tuple(op["name"] for op in self.manifest["operations"])
         self._capabilities = profile.capability_document(self.manifest, backend.served_model_names)
 
@@ -359,12 +373,18 @@ class VllmNnrpAdapter:
         from .vllm_backend import BackendError
 
         started = time.perf_counter_ns()
+        stall = self.backend_stall_timeout_s
         try:
-            result = await self.backend.chat(body, request_id=request_id)
+            with anyio.fail_after(stall):
+                result = await self.backend.chat(body, request_id=request_id)
         except BackendError as exc:
             if record is not None:
                 record.backend_error_family = exc.family
             yield _with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
+            return
+        except TimeoutError:
+            await abort()
+            yield _stalled(record, stall)
             return
         if not streaming:
             if record is not None:
@@ -376,8 +396,14 @@ class VllmNnrpAdapter:
         # counts events and cancels through the abort hook registered above.
         mapper = ChunkMapper(attach_chunks=envelope.wants_openai_chunk)
         stream = result
+        chunks = stream.__aiter__()
         try:
-            async for chunk in stream:
+            while True:
+                try:
+                    with anyio.fail_after(stall):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
                 for event in mapper.map_chunk(chunk.data):
                     yield event
         except BackendError as exc:
@@ -385,10 +411,23 @@ class VllmNnrpAdapter:
                 record.backend_error_family = exc.family
             yield _with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
             return
+        except TimeoutError:
+            await abort()
+            yield _stalled(record, stall)
+            return
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
+        if not mapper.finished:
+            # A stream that stops before any choice finished is a cut-short answer, not a
+            # success, whatever the backend's iterator said.
+            if record is not None:
+                record.backend_error_family = "engine_failure"
+            yield map_backend_error(
+                "engine_failure", "the backend stream ended before the answer finished"
+            )
+            return
         for event in mapper.finish():
             yield event
         if record is not None:
@@ -405,6 +444,14 @@ class VllmNnrpAdapter:
         if count is not None:
             diag["engine"] = {"unfinished_requests": await count()}
         return diag
+
+
+def _stalled(record: Any, stall: float | None) -> dict[str, Any]:
+    if record is not None:
+        record.backend_error_family = "engine_failure"
+    return map_backend_error(
+        "engine_failure", f"the backend produced no output for {stall:g} s (stalled)"
+    )
 
 
 def _vllm_request_id(ctx: Any, client_request_id: str | None) -> str:

@@ -68,6 +68,13 @@ def _serve_parser() -> argparse.ArgumentParser:
         help="allow prompt/completion text in diagnostics (off by default)",
     )
     p.add_argument(
+        "--nnrp-backend-stall-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="fail an operation whose backend gives no output for this long (default 300)",
+    )
+    p.add_argument(
         "--nnrp-metrics-port",
         type=int,
         default=None,
@@ -111,6 +118,7 @@ def cmd_serve(argv: Sequence[str]) -> int:
         allowed_request_fields=tuple(opts.nnrp_allow_request_field),
         echo_text_in_diagnostics=opts.nnrp_echo_text_in_diagnostics,
         metrics_port=opts.nnrp_metrics_port,
+        backend_stall_timeout_s=opts.nnrp_backend_stall_timeout,
         allow_unsupported_vllm=opts.nnrp_allow_unsupported_vllm,
         ready_file=opts.nnrp_ready_file,
     )

@@ -471,11 +471,6 @@ class _SessionPump:
             log.debug("session %s close: %s", self.session_id, status_text(exc))
 
 
-async def _empty() -> AsyncIterator[dict[str, Any]]:
-    return
-    yield
-
-
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -653,6 +648,14 @@ class NnrpServer:
                 sess, op, self._error(code, f"wire mapping violated ({exc.rule}): {exc.detail}")
             )
             return
+        except Exception as exc:  # the operation must still end exactly once
+            log.exception("op %s: submit could not be decoded", op.operation_id)
+            self._finish(
+                sess,
+                op,
+                self._error(contract.ERR_INTERNAL, f"submit could not be decoded: {exc!r}"),
+            )
+            return
         if len(sess.ops) > self.max_in_flight:
             self._finish(
                 sess,
@@ -675,7 +678,7 @@ class NnrpServer:
             cancel_after
             if isinstance(cancel_after, int)
             and not isinstance(cancel_after, bool)
-            and cancel_after >= 0
+            and cancel_after >= 1  # 0 is not a valid hint: the envelope check rejects it
             else None
         )
         ctx = OperationContext(
@@ -696,8 +699,8 @@ class NnrpServer:
         terminal: dict[str, Any] | None = None
         failure: BaseException | None = None
         timed_out = False
-        hint_hit = cancel_after == 0
-        agen = self.handler(ctx) if not hint_hit else _empty()
+        hint_hit = False
+        agen = self.handler(ctx)
         try:
             with anyio.CancelScope() as scope:
                 op.scope = scope

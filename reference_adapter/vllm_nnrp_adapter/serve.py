@@ -30,6 +30,7 @@ class ServeConfig:
     allowed_request_fields: tuple[str, ...] = ()
     echo_text_in_diagnostics: bool = False
     metrics_port: int | None = None
+    backend_stall_timeout_s: float | None = None
     allow_unsupported_vllm: bool = False
     ready_file: Path | None = None
     startup_path: str = "explicit"
@@ -56,6 +57,11 @@ async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -
             recorder=recorder,
             allowed_operator_fields=config.allowed_request_fields,
             echo_text_in_diagnostics=config.echo_text_in_diagnostics,
+            **(
+                {}
+                if config.backend_stall_timeout_s is None
+                else {"backend_stall_timeout_s": config.backend_stall_timeout_s}
+            ),
         )
         if config.metrics_port is not None:
             start_metrics_server(recorder, config.metrics_port)

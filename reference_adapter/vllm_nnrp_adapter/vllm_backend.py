@@ -585,6 +585,8 @@ class VllmBackend:
                         raise _error_from_dict(data)
                     yield StreamChunk(data=data, raw=payload)
             finished = True
+            # vLLM always closes a stream with [DONE]; without it the answer is cut short.
+            raise BackendError("engine_failure", "vLLM's stream ended without [DONE]")
         except BackendError:
             raise
         except Exception as exc:

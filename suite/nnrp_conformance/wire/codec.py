@@ -103,6 +103,11 @@ def decode_json_object(raw: bytes, *, what: str) -> dict[str, Any]:
         raise WireViolation(
             f"{what}.json", f"payload is not valid JSON ({exc.msg} at char {exc.pos})"
         ) from None
+    except RecursionError:
+        # a small payload can still nest deeper than the parser's stack allows
+        raise WireViolation(
+            f"{what}.json", "payload is not valid JSON (nesting too deep)"
+        ) from None
     if not isinstance(obj, dict):
         raise WireViolation(
             f"{what}.object", f"payload is JSON {type(obj).__name__}, not an object"
@@ -321,7 +326,13 @@ def with_diagnostics(event: dict[str, Any], diagnostics: dict[str, Any] | None) 
     if not diagnostics:
         return event
     doc = dict(event)
-    doc[DIAGNOSTICS_MEMBER] = {**doc.get(DIAGNOSTICS_MEMBER, {}), "diagnostics": diagnostics}
+    member = dict(doc.get(DIAGNOSTICS_MEMBER) or {})
+    existing = member.get("diagnostics")
+    # The handler's own diagnostics (backend error, engine state) are kept; the runtime's
+    # are added beside them.
+    merged = {**existing, **diagnostics} if isinstance(existing, dict) else dict(diagnostics)
+    member["diagnostics"] = merged
+    doc[DIAGNOSTICS_MEMBER] = member
     return doc
 
 

@@ -1,0 +1,77 @@
+"""The whole conformance suite against the adapter serving real vLLM CPU, on both lines.
+
+The suite runs as a provider runs it: its own pytest process, ``--nnrp-target`` and
+``--manifest``, judging the adapter from the outside over loopback NNRP.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from nnrp_conformance.validation import validate
+from vllm_nnrp_adapter.conformance import AdapterProcess, run_suite
+
+pytestmark = pytest.mark.real_vllm
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "manifests" / "vllm-nnrp-adapter.json"
+
+
+def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property):
+    out = tmp_path / "conformance"
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log") as ad:
+        assert ad.info["vllm_version"] == vllm_env["version"]
+        assert ad.info["startup_path"] == "explicit"
+        t0 = time.monotonic()
+        rc = run_suite(ad.address, MANIFEST, out)
+        suite_s = time.monotonic() - t0
+        rss = ad.rss_bytes()
+    figures = {
+        "version": vllm_env["version"],
+        "startup_s": round(ad.started_in_s, 1),
+        "rss_mib": round(rss / 2**20),
+        "suite_s": round(suite_s, 1),
+    }
+    record_property("figures", json.dumps(figures))
+    print("real-vLLM figures:", json.dumps(figures))
+    results = json.loads((out / "case-results.json").read_text())
+    assert validate("case-results", results) == []
+    failed = [r for r in results["results"] if r["outcome"] == "failed"]
+    assert not failed, json.dumps(failed, indent=2)[:4000]
+    assert rc == 0, (tmp_path / "a.log").read_text()[-4000:]
+    passed = {r["id"] for r in results["results"] if r["outcome"] == "passed"}
+    # Every mandatory and claimed optional recipe ran and passed (nothing silently skipped).
+    for r in results["results"]:
+        if r["outcome"] == "skipped":
+            assert r.get("diagnostics", {}).get("selection") != "selected", r
+    assert any("tool-call" in i for i in passed) and any("cancel" in i for i in passed)
+
+
+def test_backend_binding_in_the_vllm_venv(vllm_env):
+    """vllm_backend's own tests run inside the vLLM venv (they import vllm)."""
+    proc = subprocess.run(
+        [
+            vllm_env["python"],
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(REPO / "tests" / "real_vllm" / "test_backend_real.py"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={
+            **__import__("vllm_nnrp_adapter.conformance", fromlist=["x"]).engine_environment(
+                vllm_env["python"]
+            ),
+            "NNRP_TINY_MODEL": str(vllm_env["model"]),
+        },
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]

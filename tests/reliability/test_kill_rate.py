@@ -1,0 +1,143 @@
+"""The suite's own kill rate: every fault-injected example endpoint must fail the run with the
+rule that names its defect class, and the correct endpoint must pass. Each run is the real
+CLI (``nnrp-conformance run``) in a subprocess against the endpoint in another, bounded by a
+hard timeout so a hostile endpoint can never hang CI. The kill rate is printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.wire
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "docs" / "examples" / "minimal_endpoint"
+CLI = [sys.executable, "-c", "import sys; from nnrp_conformance.cli import main; sys.exit(main())"]
+R = REPO / "recipes" / "level1"
+RUN_LIMIT_S = 120
+CASE_TIMEOUT_S = "2"
+
+#: defect -> (defect class, recipes that exercise it, rule ids naming that class)
+DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "wrong-order": ("tool-call ordering per call id", ("chat-tool-call-forced",), ("order.tool-call",)),
+    "tool-call-no-completed": ("tool-call ordering per call id", ("chat-tool-call-forced",), ("order.tool-call",)),
+    "tool-call-args-mismatch": ("tool-call arguments", ("chat-tool-call-forced",), ("tool-call.arguments",)),
+    "missing-terminal": ("terminal", ("chat-streaming-text",), ("timeout.no-terminal",)),
+    "two-terminals": ("terminal", ("chat-streaming-text",),
+                      ("terminal.exactly-once", "terminal.after", "wire.frame_after_terminal")),
+    "terminal-as-partial": ("terminal", ("chat-streaming-text",),
+                            ("wire.partial_result.terminal_event", "terminal.exactly-once")),
+    "late-event-after-cancel": ("late events / cancel handling", ("chat-cancel-client",),
+                                ("cancel.late-event", "wire.partial_after_cancel", "wire.result_after_cancel")),
+    "cancel-wrong-drop": ("cancel handling", ("chat-cancel-client",), ("terminal.kind", "cancel.drop")),
+    "ignores-cancel-hint": ("cancel handling", ("chat-cancel-hint",), ("cancel.hint", "terminal.kind")),
+    "bad-error-body": ("error body", ("chat-invalid-body-missing-messages",), ("error.body",)),
+    "wrong-error-code": ("error body", ("chat-invalid-body-missing-messages",), ("error.code",)),
+    "unsupported-op-accepted": ("error placement", ("chat-unsupported-operation",),
+                                ("terminal.kind", "capability.not-claimed")),
+    "wrong-usage-fields": ("usage shape", ("chat-usage-shape",), ("usage.shape", "event.schema")),
+    "usage-twice": ("usage shape", ("chat-usage-shape",), ("usage.at-most-once",)),
+    "capability-lies": ("capability document", ("capabilities-document",),
+                        ("capability.agreement", "capability.document")),
+    "schema-invalid-event": ("schema violations", ("chat-streaming-text",), ("event.schema",)),
+    "unknown-event-type": ("schema violations", ("chat-streaming-text",), ("event.schema",)),
+    "huge-event": ("schema violations", ("chat-streaming-text",), ("event.schema",)),
+    "non-streaming-bad-body": ("schema violations", ("chat-non-streaming-body",), ("nonstreaming.body",)),
+    "garbage-frames": ("wire mapping", ("chat-streaming-text",), ("event.decode", "wire.partial_result.json",
+                                                                   "wire.partial_result.utf8")),
+    "sse-framing": ("wire mapping", ("chat-streaming-text",), ("event.decode", "wire.partial_result.json")),
+    "silence": ("liveness", ("chat-streaming-text",), ("timeout.silence",)),
+    "flood": ("liveness", ("chat-streaming-text",), ("flood.max-events", "timeout.no-terminal")),
+    "ignores-timeout": ("NNRP policy (timeout)", (), ("timeout.deadline",)),
+    "accepts-bad-wire": ("wire mapping (request)", ("wire-invalid-json",), ("sequence.expected", "terminal.kind")),
+}
+
+
+@dataclass
+class Run:
+    defect: str | None
+    exit_code: int | None
+    rules: set[str]
+    seconds: float
+    detail: str = ""
+
+
+def _start(defect: str | None, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
+    out = tmp / f"ep-{defect or 'correct'}.out"
+    cmd = [sys.executable, str(EXAMPLE / "endpoint.py"), "--listen", "127.0.0.1:0"]
+    if defect:
+        cmd += ["--defect", defect]
+    with out.open("wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = out.read_text(errors="replace").partition("\n")
+        if line[1] and line[0].startswith("LISTENING "):
+            return proc, line[0].split()[1]
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"endpoint {defect} did not start")
+
+
+def _run(defect: str | None, tmp: Path) -> Run:
+    recipes = DEFECTS[defect][1] if defect else ()
+    t0 = time.monotonic()
+    try:
+        proc, address = _start(defect, tmp)
+    except RuntimeError as exc:
+        return Run(defect, None, set(), 0.0, str(exc))
+    results = tmp / f"results-{defect or 'correct'}.json"
+    cmd = [*CLI, "run", "--target", address, "--manifest", str(EXAMPLE / "manifest.json"),
+           "--results", str(results), "--timeout", CASE_TIMEOUT_S]
+    for r in recipes:
+        cmd += ["--recipes", str(R / f"{r}.yaml")]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=RUN_LIMIT_S, cwd=tmp)
+        code, text = done.returncode, done.stdout.decode(errors="replace")[-3000:]
+    except subprocess.TimeoutExpired:
+        code, text = None, f"the run did not finish within {RUN_LIMIT_S}s"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    rules: set[str] = set()
+    if results.exists():
+        doc = json.loads(results.read_text())
+        rules = {f["rule"] for r in doc["results"] if r["outcome"] == "failed"
+                 for f in r.get("diagnostics", {}).get("findings", [])}
+    return Run(defect, code, rules, time.monotonic() - t0, text)
+
+
+def test_kill_rate(tmp_path: Path) -> None:
+    names = sorted(DEFECTS)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = list(pool.map(lambda d: _run(d, tmp_path), [None, *names]))
+    correct, defective = runs[0], runs[1:]
+    killed = []
+    lines = []
+    for run in defective:
+        cls, _recipes, want = DEFECTS[run.defect]
+        hit = run.exit_code == 1 and bool(run.rules & set(want))
+        killed += [run.defect] if hit else []
+        lines.append(f"  {'KILLED ' if hit else 'SURVIVED'} {run.defect:26s} {cls:32s} exit={run.exit_code} "
+                     f"rules={sorted(run.rules)} ({run.seconds:.1f}s)")
+    classes = {DEFECTS[d][0] for d in killed}
+    print(f"\nkill rate: {len(killed)}/{len(defective)} defects killed by the rule naming them "
+          f"({100 * len(killed) / len(defective):.0f}%), {len(classes)} defect classes; correct endpoint: "
+          f"exit={correct.exit_code} failed rules={sorted(correct.rules)}")
+    print("\n".join(lines))
+    assert correct.exit_code == 0, correct.detail
+    assert len(defective) >= 15
+    assert killed == [r.defect for r in defective], "\n".join(line for line in lines if "SURVIVED" in line)

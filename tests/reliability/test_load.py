@@ -1,0 +1,92 @@
+"""Load: 64 concurrent sessions x 1,000 operations on the scripted backend, with zero lost,
+duplicated or misordered events (every operation's events are checked exactly against the
+script it ran). The wall time and throughput are printed, not asserted.
+
+``NNRP_LOAD_OPS`` overrides the operations per session (default 1,000)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from nnrp_conformance import contract
+from nnrp_conformance.client import NnrpClient
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import after_terminal_findings, chat, envelope, serve_adapter
+from scripted_backend import BUILTIN, expected_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.wire]
+
+SESSIONS = 64
+OPS = int(os.environ.get("NNRP_LOAD_OPS", "1000"))
+SCRIPTS = ("short", "default", "tools")
+
+
+def _expected(script: str) -> list[tuple[str, str]]:
+    s = BUILTIN[script]
+    if s.kind == "text":
+        return [(contract.EV_OUTPUT_TEXT_DELTA, t) for t in expected_text(s)] + [(contract.EV_USAGE, "")]
+    out: list[tuple[str, str]] = []
+    for c in range(s.calls):
+        out.append((contract.EV_TOOL_CALL_STARTED, f"chatcmpl-tool-{c}"))
+        out += [(contract.EV_TOOL_CALL_DELTA, f'{{"a{k}":{k}}}') for k in range(s.n)]
+    out += [(contract.EV_TOOL_CALL_COMPLETED, f"chatcmpl-tool-{c}") for c in range(s.calls)]
+    return [*out, (contract.EV_USAGE, "")]
+
+
+def _key(ev: dict) -> tuple[str, str]:
+    t = ev.get("type", "")
+    if t == contract.EV_OUTPUT_TEXT_DELTA:
+        return t, ev["delta"]
+    if t == contract.EV_TOOL_CALL_DELTA:
+        return t, ev["arguments_delta"]
+    if t in (contract.EV_TOOL_CALL_STARTED, contract.EV_TOOL_CALL_COMPLETED):
+        return t, ev["call_id"]
+    return t, ""
+
+
+async def test_64_sessions_by_1000_operations() -> None:
+    expected = {s: _expected(s) for s in SCRIPTS}
+    problems: list[str] = []
+    counts = {"ops": 0, "events": 0}
+    t0 = time.perf_counter()
+    async with serve_adapter(max_in_flight_per_connection=64) as a:
+        async def session(n: int) -> None:
+            async with await NnrpClient.connect(a.address) as client:
+                for i in range(OPS):
+                    script = SCRIPTS[(n + i) % len(SCRIPTS)]
+                    op = await client.submit(envelope(chat(script), request_id=f"s{n}-o{i}"), timeout=60)
+                    term = await op.result()
+                    got = [_key(e) for e in op.events if e]
+                    seqs = [r.metadata["result_sequence"] for r in op.received if r.kind == "partial"]
+                    counts["ops"] += 1
+                    counts["events"] += len(got) + 1
+                    if got != expected[script]:
+                        problems.append(f"session {n} op {i} ({script}): events differ: {got[:6]}…")
+                    if seqs != list(range(1, len(seqs) + 1)):
+                        problems.append(f"session {n} op {i}: result_sequence {seqs[:10]}…")
+                    if not term.event or term.event.get("type") != contract.EV_COMPLETED:
+                        problems.append(f"session {n} op {i}: terminal {term.delivery} {term.event!r}")
+                    if op.wire_findings or after_terminal_findings(op):
+                        problems.append(f"session {n} op {i}: {op.wire_findings}")
+                    if len(problems) > 50:
+                        return
+
+        async with anyio.create_task_group() as tg:
+            for n in range(SESSIONS):
+                tg.start_soon(session, n)
+        leaks = await a.settle()
+        unfinished = len(a.backend.unfinished)
+    wall = time.perf_counter() - t0
+    print(f"\nload: {SESSIONS} sessions x {OPS} ops = {counts['ops']} operations, {counts['events']} "
+          f"events in {wall:.1f} s ({counts['ops'] / wall:.0f} ops/s, {counts['events'] / wall:.0f} events/s); "
+          f"lost/duplicated/misordered: {len(problems)}; leaks {leaks}; unfinished {unfinished}")
+    assert problems == [], problems[:20]
+    assert counts["ops"] == SESSIONS * OPS
+    assert leaks == [] and unfinished == 0
