@@ -55,6 +55,7 @@ from nnrp_conformance.wire.pump import (
     parse_address,
     server_options,
     status_text,
+    tune_switch_interval,
 )
 from vllm_nnrp_adapter import profile
 
@@ -154,6 +155,7 @@ class _Op:
         "ctx",
         "deadline_ns",
         "done",
+        "enqueued",
         "frame_id",
         "native",
         "operation_id",
@@ -183,7 +185,8 @@ class _Op:
         self.cancel_info: CancelInfo | None = None
         self.deadline_ns: int | None = None
         self.seq = 0
-        self.sent = 0
+        self.sent = 0  # pump thread only
+        self.enqueued = 0  # loop thread only
         self.space_waiter: asyncio.Future[None] | None = None
         self.ctx: OperationContext | None = None
         self.done = False
@@ -533,6 +536,7 @@ class NnrpServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        tune_switch_interval()
         opts = server_options(self.endpoint)
         try:
             self._listen_cm = listen_native_server(opts)
@@ -701,6 +705,7 @@ class NnrpServer:
         timed_out = False
         hint_hit = False
         agen = self.handler(ctx)
+        tscope: anyio.CancelScope | None = None
         try:
             with anyio.CancelScope() as scope:
                 op.scope = scope
@@ -732,19 +737,22 @@ class NnrpServer:
                         if op.stop_reason is not None:
                             break
                         sess.enqueue(op, body)
+                        op.enqueued += 1
                         emitted += 1
                         if cancel_after is not None and emitted >= cancel_after:
                             hint_hit = True  # queued events still go out, then the terminal
                             break
-                timed_out = (
-                    tscope.cancelled_caught or op.stop_reason == contract.CANCEL_SOURCE_TIMEOUT
-                )
         except Exception as exc:
             failure = exc
         finally:
             op.scope = None
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await agen.aclose()
+        # Judged after both scopes: when the pump sees the deadline first it cancels the
+        # outer scope, and a check inside it would be skipped by that very cancellation.
+        timed_out = (
+            tscope is not None and tscope.cancelled_caught
+        ) or op.stop_reason == contract.CANCEL_SOURCE_TIMEOUT
         if op.cancel_info is not None:
             return  # _on_cancelled owns the terminal
         diag = self._diagnostics(sess, op, ctx) if want_diag else None
@@ -835,8 +843,10 @@ class NnrpServer:
             "session_id": sess.session_id,
             "connection_id": sess.connection_id,
             "transport": sess.transport,
-            # every queued event goes out before the terminal (or none after a cancel)
-            "events_emitted": op.sent + len(op.out),
+            # Every queued event goes out before a normal terminal, so the loop's own count
+            # is exact (reading the pump's counters from here races with a send in progress);
+            # after a stop, what the pump actually sent is what the client got.
+            "events_emitted": op.enqueued if op.stop_reason in (None, "terminal") else op.sent,
             "elapsed_ms": round((time.perf_counter_ns() - op.submitted_at_ns) / 1e6, 3),
         }
         if ctx is not None and ctx.diagnostics:

@@ -48,6 +48,7 @@ from nnrp_conformance.wire.pump import (
     detail_code,
     parse_address,
     status_text,
+    tune_switch_interval,
 )
 
 __all__ = ["NnrpClient", "NnrpClientError", "Operation", "RawFrame", "ReceivedEvent", "Terminal"]
@@ -243,6 +244,7 @@ class NnrpClient:
         self.target = target
         self.default_timeout = default_timeout
         self.max_events = max_events
+        tune_switch_interval()
         endpoint = parse_address(target)
         self.transport = endpoint.transport
         opts = client_options(endpoint)
