@@ -143,6 +143,12 @@ def cmd_conformance(argv: Sequence[str]) -> int:
     return conformance_main(list(argv))
 
 
+def cmd_release(argv: Sequence[str]) -> int:
+    from .release import main as release_main
+
+    return release_main(list(argv))
+
+
 def cmd_bench(argv: Sequence[str]) -> int:
     from .benchmark import main as bench_main
 
@@ -170,6 +176,7 @@ def cmd_version(_argv: Sequence[str]) -> int:
 COMMANDS: dict[str, Any] = {
     "serve": (cmd_serve, "serve a model with vLLM over NNRP"),
     "conformance": (cmd_conformance, "start the adapter on the embedded default and run the suite"),
+    "release": (cmd_release, "the whole release run: suite, benchmarks, release gate"),
     "bench": (cmd_bench, "benchmarks (wire, mapper, latency, cancel, smoke, parity)"),
     "tiny-model": (cmd_tiny_model, "create the tiny local test model"),
     "version": (cmd_version, "print versions and the supported vLLM line"),

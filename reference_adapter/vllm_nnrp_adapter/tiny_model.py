@@ -64,7 +64,7 @@ SCRIPTED_TOOL_REPLY = f"<tool_call>{SCRIPTED_TOOL_CALL}</tool_call>"
 
 # Every knob that changes the built files; stored in the marker so a changed spec rebuilds.
 TINY_MODEL_SPEC: dict[str, int | str] = {
-    "revision": 3,
+    "revision": 4,
     "kind": "scripted-bigram",
     "seed": 1234,
     "hidden_size": 128,
@@ -183,6 +183,25 @@ def _train_tokenizer(out: Path, max_position_embeddings: int) -> Any:
     )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))
+    # transformers 5 writes a config transformers 4 cannot load (class "TokenizersBackend",
+    # a list "extra_special_tokens"); this portable one loads in both version lines.
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": BOS,
+                "eos_token": EOS,
+                "pad_token": PAD,
+                "additional_special_tokens": [IM_START, REPLY_TEXT, REPLY_TOOLS],
+                "model_max_length": max_position_embeddings,
+                "clean_up_tokenization_spaces": False,
+                "chat_template": CHAT_TEMPLATE,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    (out / "chat_template.jinja").unlink(missing_ok=True)
     return PreTrainedTokenizerFast.from_pretrained(str(out))
 
 
@@ -235,7 +254,7 @@ def _default_preference(text: str) -> float:
     if set(text) <= set('":,'):
         return 8.0
     if all(c.isalnum() or c == "_" for c in text):
-        return 1.0
+        return 1.0 + 0.5 * min(len(text), 8)  # whole words first (property names)
     return 2.0
 
 
@@ -273,8 +292,9 @@ def _build_weights(out: Path, tok: Any, max_position_embeddings: int) -> None:
     # the rest hold random directions for all other tokens (orthogonal to the script).
     direction = torch.zeros(vocab_size, hidden, dtype=torch.float64)
     free = hidden - 1 - len(scripted)
-    direction[:, 1 + len(scripted):] = torch.randn(vocab_size, free, generator=gen,
-                                                   dtype=torch.float64)
+    direction[:, 1 + len(scripted) :] = torch.randn(
+        vocab_size, free, generator=gen, dtype=torch.float64
+    )
     direction[:, 1:] /= direction[:, 1:].norm(dim=1, keepdim=True)
     for k, t in enumerate(scripted):
         direction[t, 1:] = 0.0
@@ -286,13 +306,17 @@ def _build_weights(out: Path, tok: Any, max_position_embeddings: int) -> None:
 
     # logit_j(t) = head[j] . embed[t] = B [next(t) = j] + p_j
     special = set(tok.all_special_ids)
-    prefs = torch.tensor([
-        _P_EOS if j == ids["eos"]
-        else _P_UNWANTED_SPECIAL if j in special or tok.convert_ids_to_tokens(j) in (
-            TOOL_CALL_START, TOOL_CALL_END)
-        else _default_preference(tok.decode([j]))
-        for j in range(vocab_size)
-    ], dtype=torch.float64)
+    prefs = torch.tensor(
+        [
+            _P_EOS
+            if j == ids["eos"]
+            else _P_UNWANTED_SPECIAL
+            if j in special or tok.convert_ids_to_tokens(j) in (TOOL_CALL_START, TOOL_CALL_END)
+            else _default_preference(tok.decode([j]))
+            for j in range(vocab_size)
+        ],
+        dtype=torch.float64,
+    )
     unit = math.sqrt(hidden) * half
     head = torch.zeros(vocab_size, hidden, dtype=torch.float64)
     head[:, 0] = prefs / unit

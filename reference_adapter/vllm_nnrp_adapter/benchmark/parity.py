@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from rich.console import Console
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
@@ -189,6 +190,9 @@ class HttpConnection:
         self._writer.write(head + payload)
         with anyio.fail_after(timeout):
             status_line = await self._reader.readline()
+            while status_line in (b"\r\n", b"\n"):
+                # the CRLF closing the previous response's last chunk may arrive late
+                status_line = await self._reader.readline()
             headers: dict[str, str] = {}
             while True:
                 line = await self._reader.readline()
@@ -263,24 +267,40 @@ class HttpServer:
         from vllm_nnrp_adapter.conformance import engine_environment
 
         self.port = self.port or free_port()
-        cmd = [self.python, "-m", "vllm.entrypoints.openai.api_server", "--model",
-               str(self.model_dir), *self.engine_args, "--host", "127.0.0.1",
-               "--port", str(self.port)]
+        cmd = [
+            self.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            *self.engine_args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL,
-                                          env=engine_environment(self.python),
-                                          start_new_session=True)
+            self._proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=engine_environment(self.python),
+                start_new_session=True,
+            )
         while not self._healthy():
             if self._proc.poll() is not None:
-                raise RuntimeError(f"vLLM's HTTP server exited with {self._proc.returncode}; "
-                                   f"see {self.log_path}")
+                raise RuntimeError(
+                    f"vLLM's HTTP server exited with {self._proc.returncode}; see {self.log_path}"
+                )
             if time.monotonic() - t0 > self.start_timeout:
                 self.stop()
-                raise RuntimeError(f"vLLM's HTTP server not healthy within "
-                                   f"{self.start_timeout:.0f} s; see {self.log_path}")
+                raise RuntimeError(
+                    f"vLLM's HTTP server not healthy within "
+                    f"{self.start_timeout:.0f} s; see {self.log_path}"
+                )
             time.sleep(0.5)
         self.started_in_s = time.monotonic() - t0
         return self
@@ -339,9 +359,14 @@ def long_prompt(python: str, model_dir: Path, budget: int) -> tuple[str, int]:
         "    lo, hi = (mid, hi) if size(mid) <= budget else (lo, mid)\n"
         "print(json.dumps({'repeats': lo, 'tokens': size(lo)}))\n"
     )
-    done = subprocess.run([python, "-c", script, str(model_dir), LONG_UNIT, str(budget)],
-                          capture_output=True, text=True, timeout=300,
-                          env=engine_environment(python), check=False)
+    done = subprocess.run(
+        [python, "-c", script, str(model_dir), LONG_UNIT, str(budget)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=engine_environment(python),
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"sizing the long prompt failed: {done.stderr[-2000:]}")
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -356,8 +381,8 @@ class Plan:
     warmup: int = 4
 
 
-QUICK = Plan(repeats=2, c1_requests=15, c8_requests=24)
-FULL = Plan(repeats=3, c1_requests=50, c8_requests=80)
+QUICK = Plan(repeats=2, c1_requests=8, c8_requests=16, warmup=2)
+FULL = Plan(repeats=3, c1_requests=34, c8_requests=68)
 
 
 def http_body(model: str, content: str) -> dict[str, Any]:
@@ -367,9 +392,9 @@ def http_body(model: str, content: str) -> dict[str, Any]:
     return body
 
 
-async def run_concurrent(n: int, concurrency: int,
-                         one: Callable[[int], Awaitable[RequestSample]]) -> tuple[
-                             list[RequestSample], float]:
+async def run_concurrent(
+    n: int, concurrency: int, one: Callable[[int], Awaitable[RequestSample]]
+) -> tuple[list[RequestSample], float]:
     """``n`` requests from ``concurrency`` workers; (samples, wall seconds)."""
     counter = itertools.count()
     samples: list[RequestSample] = []
@@ -388,8 +413,9 @@ async def run_concurrent(n: int, concurrency: int,
 Workload = tuple[str, int]  # (prompt name, concurrency)
 
 
-async def measure_http(port: int, model: str, prompts: Mapping[str, str], plan: Plan
-                       ) -> dict[Workload, list[tuple[list[RequestSample], float]]]:
+async def measure_http(
+    port: int, model: str, prompts: Mapping[str, str], plan: Plan
+) -> dict[Workload, list[tuple[list[RequestSample], float]]]:
     conns = [HttpConnection("127.0.0.1", port) for _ in range(max(CONCURRENCY))]
     try:
         for name in prompts:  # warm-up: the first requests pay vLLM's start-up costs
@@ -402,7 +428,8 @@ async def measure_http(port: int, model: str, prompts: Mapping[str, str], plan: 
                     n = plan.c1_requests if c == 1 else plan.c8_requests
                     body = http_body(model, content)
                     out.setdefault((name, c), []).append(
-                        await run_concurrent(n, c, lambda w, b=body: conns[w].stream_chat(b)))
+                        await run_concurrent(n, c, lambda w, b=body: conns[w].stream_chat(b))
+                    )
         return out
     finally:
         for conn in conns:
@@ -412,15 +439,22 @@ async def measure_http(port: int, model: str, prompts: Mapping[str, str], plan: 
 async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSample:
     env = chat_envelope(max_tokens=MAX_TOKENS, model=model, content=content)
     s = await run_stream(client, env)
-    text = "".join(ev.get("delta", "") for ev in s.events
-                   if ev.get("type") == contract.EV_OUTPUT_TEXT_DELTA)
-    return RequestSample(s.submitted_ns, list(s.text_ns), s.terminal_ns, s.output_tokens, text,
-                         None if s.outcome == contract.TERMINAL_SUCCESS else
-                         f"terminal {s.outcome} ({s.delivery})")
+    text = "".join(
+        ev.get("delta", "") for ev in s.events if ev.get("type") == contract.EV_OUTPUT_TEXT_DELTA
+    )
+    return RequestSample(
+        s.submitted_ns,
+        list(s.text_ns),
+        s.terminal_ns,
+        s.output_tokens,
+        text,
+        None if s.outcome == contract.TERMINAL_SUCCESS else f"terminal {s.outcome} ({s.delivery})",
+    )
 
 
-async def measure_nnrp(address: str, model: str, prompts: Mapping[str, str], plan: Plan
-                       ) -> dict[Workload, list[tuple[list[RequestSample], float]]]:
+async def measure_nnrp(
+    address: str, model: str, prompts: Mapping[str, str], plan: Plan
+) -> dict[Workload, list[tuple[list[RequestSample], float]]]:
     client = await NnrpClient.connect(address, default_timeout=120.0)
     try:
         for name in prompts:
@@ -431,8 +465,11 @@ async def measure_nnrp(address: str, model: str, prompts: Mapping[str, str], pla
             for name, content in prompts.items():
                 for c in CONCURRENCY:
                     n = plan.c1_requests if c == 1 else plan.c8_requests
-                    out.setdefault((name, c), []).append(await run_concurrent(
-                        n, c, lambda _w, t=content: _nnrp_one(client, model, t)))
+                    out.setdefault((name, c), []).append(
+                        await run_concurrent(
+                            n, c, lambda _w, t=content: _nnrp_one(client, model, t)
+                        )
+                    )
         return out
     finally:
         with anyio.move_on_after(10):
@@ -442,7 +479,7 @@ async def measure_nnrp(address: str, model: str, prompts: Mapping[str, str], pla
 # --- the document -------------------------------------------------------------------------------
 
 
-def summarise(runs: Sequence[tuple[Sequence[RequestSample], float]]) -> dict[str, list[float]]:
+def summarise(runs: Sequence[tuple[Sequence[RequestSample], float]]) -> dict[str, Any]:
     """Pooled per-request samples of one workload, plus per-repeat aggregate throughput."""
     ttft: list[float] = []
     itl: list[float] = []
@@ -450,11 +487,13 @@ def summarise(runs: Sequence[tuple[Sequence[RequestSample], float]]) -> dict[str
     tps: list[float] = []
     aggregate: list[float] = []
     errors = 0
+    first_error: Any = None
     for samples, wall in runs:
         tokens = 0
         for s in samples:
             if s.error or s.ttft_ms is None or s.total_ms is None:
                 errors += 1
+                first_error = first_error or s.error or "no content or no end of stream"
                 continue
             ttft.append(s.ttft_ms)
             itl += gaps_ms(s.content_ns)
@@ -464,49 +503,84 @@ def summarise(runs: Sequence[tuple[Sequence[RequestSample], float]]) -> dict[str
             tokens += s.tokens or len(s.content_ns)
         if wall > 0:
             aggregate.append(tokens / wall)
-    return {"ttft_ms": ttft, "itl_ms": itl, "total_ms": total, "tokens_per_s": tps,
-            "aggregate_tokens_per_s": aggregate, "errors": [float(errors)]}
+    return {
+        "ttft_ms": ttft,
+        "itl_ms": itl,
+        "total_ms": total,
+        "tokens_per_s": tps,
+        "aggregate_tokens_per_s": aggregate,
+        "errors": [float(errors)],
+        "first_error": first_error,
+    }
 
 
-def _workload_metrics(prefix: str, key: Workload, s: Mapping[str, list[float]]
-                      ) -> list[dict[str, Any]]:
+def _workload_metrics(
+    prefix: str, key: Workload, s: Mapping[str, list[float]]
+) -> list[dict[str, Any]]:
     name, c = key
     base = f"{prefix}.{name}.c{c}"
     out = []
-    for field_, unit, what in (("ttft_ms", "ms", "request sent → first content chunk"),
-                               ("itl_ms", "ms", "gap between content chunks"),
-                               ("total_ms", "ms", "request sent → end of stream"),
-                               ("tokens_per_s", "tokens/s", "completion tokens / total time"),
-                               ("aggregate_tokens_per_s", "tokens/s",
-                                "all completion tokens of a repeat / its wall time")):
+    for field_, unit, what in (
+        ("ttft_ms", "ms", "request sent → first content chunk"),
+        ("itl_ms", "ms", "gap between content chunks"),
+        ("total_ms", "ms", "request sent → end of stream"),
+        ("tokens_per_s", "tokens/s", "completion tokens / total time"),
+        ("aggregate_tokens_per_s", "tokens/s", "all completion tokens of a repeat / its wall time"),
+    ):
         if s[field_]:
-            out.append(metric(f"{base}.{field_}", unit, s[field_], description=what,
-                              keep_values=field_ != "itl_ms"))
+            out.append(
+                metric(
+                    f"{base}.{field_}",
+                    unit,
+                    s[field_],
+                    description=what,
+                    keep_values=field_ != "itl_ms",
+                )
+            )
     return out
 
 
-def build_document(http: Mapping[Workload, Any], nnrp: Mapping[Workload, Any], *, plan: Plan,
-                   vllm_version: str, parameters: dict[str, Any], notes: list[str]
-                   ) -> dict[str, Any]:
+def build_document(
+    http: Mapping[Workload, Any],
+    nnrp: Mapping[Workload, Any],
+    *,
+    plan: Plan,
+    vllm_version: str,
+    parameters: dict[str, Any],
+    notes: list[str],
+) -> dict[str, Any]:
     metrics: list[dict[str, Any]] = []
     ratios: list[dict[str, Any]] = []
-    summaries = {HTTP: {k: summarise(v) for k, v in http.items()},
-                 NNRP: {k: summarise(v) for k, v in nnrp.items()}}
+    summaries = {
+        HTTP: {k: summarise(v) for k, v in http.items()},
+        NNRP: {k: summarise(v) for k, v in nnrp.items()},
+    }
     headline = ("short", 1)
     for prefix, tps_name in ((NNRP, NNRP_TPS), (HTTP, HTTP_TPS)):
         vals = summaries[prefix][headline]["tokens_per_s"]
         if not vals:
             raise RuntimeError(f"{prefix}: no successful request in the short c=1 workload")
-        metrics.append(metric(tps_name, "tokens/s", vals,
-                              description="per request, short prompt, concurrency 1"))
+        metrics.append(
+            metric(
+                tps_name, "tokens/s", vals, description="per request, short prompt, concurrency 1"
+            )
+        )
     for prefix in (NNRP, HTTP):
         for key, s in summaries[prefix].items():
             metrics += _workload_metrics(prefix, key, s)
             parameters[f"{prefix}.{key[0]}.c{key[1]}.errors"] = int(s["errors"][0])
-    ratios.append(ratio(f"{NNRP}/{HTTP}.tokens_per_s", NNRP_TPS, HTTP_TPS,
-                        median(summaries[NNRP][headline]["tokens_per_s"])
-                        / median(summaries[HTTP][headline]["tokens_per_s"]),
-                        description="> 1: the adapter is faster"))
+            if s["first_error"]:
+                parameters[f"{prefix}.{key[0]}.c{key[1]}.first_error"] = s["first_error"]
+    ratios.append(
+        ratio(
+            f"{NNRP}/{HTTP}.tokens_per_s",
+            NNRP_TPS,
+            HTTP_TPS,
+            median(summaries[NNRP][headline]["tokens_per_s"])
+            / median(summaries[HTTP][headline]["tokens_per_s"]),
+            description="> 1: the adapter is faster",
+        )
+    )
     for key in summaries[NNRP]:
         if key not in summaries[HTTP]:
             continue
@@ -515,14 +589,25 @@ def build_document(http: Mapping[Workload, Any], nnrp: Mapping[Workload, Any], *
             a, b = summaries[NNRP][key][field_], summaries[HTTP][key][field_]
             if not a or not b or median(b) == 0:
                 continue
-            ratios.append(ratio(f"{NNRP}/{HTTP}.{base}.{field_}", f"{NNRP}.{base}.{field_}",
-                                f"{HTTP}.{base}.{field_}", median(a) / median(b)))
+            ratios.append(
+                ratio(
+                    f"{NNRP}/{HTTP}.{base}.{field_}",
+                    f"{NNRP}.{base}.{field_}",
+                    f"{HTTP}.{base}.{field_}",
+                    median(a) / median(b),
+                )
+            )
             if field_ != "aggregate_tokens_per_s":
                 # overhead may be negative, so it is a parameter, not a (≥ 0) metric
                 parameters[f"overhead.{base}.{field_}"] = round(median(a) - median(b), 4)
     return results_document(
-        BENCH_PARITY, metrics, runs=plan.repeats, vllm=vllm_version, parameters=parameters,
-        ratios=ratios, notes=notes,
+        BENCH_PARITY,
+        metrics,
+        runs=plan.repeats,
+        vllm=vllm_version,
+        parameters=parameters,
+        ratios=ratios,
+        notes=notes,
         description="The same engine (version, flags, tiny model), prompts and sampling "
         f"(greedy, ignore_eos, max_tokens {MAX_TOKENS}) through vLLM's own OpenAI HTTP/SSE "
         "server and through the adapter over NNRP, one after the other, loopback only.",
@@ -536,9 +621,13 @@ def main(argv: Sequence[str]) -> int:
     )
     p.add_argument("--vllm-version", default=None, help="cached vLLM venv (default current line)")
     p.add_argument("--quick", action="store_true", help="fewer samples (about two minutes)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output folder; writes OUT/bench/parity.json "
-                   "(default artifacts/bench-vllm/vllm-VERSION)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder; writes OUT/bench/parity.json "
+        "(default artifacts/bench-vllm/vllm-VERSION)",
+    )
     args = p.parse_args(list(argv))
     from vllm_nnrp_adapter import CURRENT_LINE_TESTED
     from vllm_nnrp_adapter.conformance import (
@@ -560,14 +649,21 @@ def main(argv: Sequence[str]) -> int:
         long_text, long_tokens = long_prompt(python, model_dir, max_len - MAX_TOKENS - 8)
         prompts = {"short": PROMPT, "long": long_text}
         parameters: dict[str, Any] = {
-            "max_tokens": MAX_TOKENS, "max_model_len": max_len, "long_prompt_tokens": long_tokens,
-            "c1_requests_per_repeat": plan.c1_requests, "c8_requests_per_repeat": plan.c8_requests,
-            "quick": bool(args.quick), "order": f"{HTTP} then {NNRP}",
+            "max_tokens": MAX_TOKENS,
+            "max_model_len": max_len,
+            "long_prompt_tokens": long_tokens,
+            "c1_requests_per_repeat": plan.c1_requests,
+            "c8_requests_per_repeat": plan.c8_requests,
+            "quick": bool(args.quick),
+            "order": f"{HTTP} then {NNRP}",
         }
-        notes = [f"long prompt: {long_tokens} prompt tokens of max_model_len {max_len} "
-                 f"(minus max_tokens {MAX_TOKENS} and a margin of 8)"]
-        print(f"==> vLLM {version}: HTTP server first (long prompt {long_tokens} tokens)",
-              flush=True)
+        notes = [
+            f"long prompt: {long_tokens} prompt tokens of max_model_len {max_len} "
+            f"(minus max_tokens {MAX_TOKENS} and a margin of 8)"
+        ]
+        print(
+            f"==> vLLM {version}: HTTP server first (long prompt {long_tokens} tokens)", flush=True
+        )
         parameters["load_average_http"] = load_average()
         with HttpServer(python, model_dir, EMBEDDED_ENGINE_ARGS, out / "http-server.log") as srv:
             parameters["http_start_s"] = round(srv.started_in_s or 0.0, 2)
@@ -583,21 +679,33 @@ def main(argv: Sequence[str]) -> int:
             nnrp = anyio.run(measure_nnrp, adapter.address, TINY_MODEL_NAME, prompts, plan)
             print(f"    measured in {time.monotonic() - t0:.1f} s", flush=True)
         parameters["load_average_end"] = load_average()
-        same = [http[k][0][0][0].text == nnrp[k][0][0][0].text for k in http if k in nnrp
-                and k[1] == 1]
+        same = [
+            http[k][0][0][0].text == nnrp[k][0][0][0].text for k in http if k in nnrp and k[1] == 1
+        ]
         parameters["same_content_c1"] = all(same) if same else None
-        notes.append(f"load average (1/5/15 min): HTTP run {parameters['load_average_http']}, "
-                     f"NNRP run {parameters['load_average_nnrp']}, end "
-                     f"{parameters['load_average_end']} (shared 2-core machine)")
-        notes.append("client receive stamps: HTTP when the asyncio read returned, NNRP when "
-                     "the suite client's pump thread decoded the frame")
-        doc = build_document(http, nnrp, plan=plan, vllm_version=vllm_version,
-                             parameters=parameters, notes=notes)
-    except (ConformanceSetupError, NnrpClientError, OSError, RuntimeError, ValueError,
-            subprocess.SubprocessError) as exc:
+        notes.append(
+            f"load average (1/5/15 min): HTTP run {parameters['load_average_http']}, "
+            f"NNRP run {parameters['load_average_nnrp']}, end "
+            f"{parameters['load_average_end']} (shared 2-core machine)"
+        )
+        notes.append(
+            "client receive stamps: HTTP when the asyncio read returned, NNRP when "
+            "the suite client's pump thread decoded the frame"
+        )
+        doc = build_document(
+            http, nnrp, plan=plan, vllm_version=vllm_version, parameters=parameters, notes=notes
+        )
+    except (
+        ConformanceSetupError,
+        NnrpClientError,
+        OSError,
+        RuntimeError,
+        ValueError,
+        subprocess.SubprocessError,
+    ) as exc:
         print(f"vllm-nnrp bench parity: {exc}", file=sys.stderr)
         return 2
     path = write_results(doc, out / "bench" / f"{BENCH_PARITY}.json")
-    print_results(doc)
+    print_results(doc, Console(width=132, highlight=False))
     print(f"  wrote {path}")
     return 0

@@ -58,6 +58,11 @@ SMOKE_FILE = "smoke.json"
 #: every smoke request (gate-judged or not) with its local verdict; the gate ignores it
 SMOKE_CHECKS_FILE = "smoke-checks.json"
 SMOKE_ADAPTER = "vllm-nnrp-adapter"
+#: per-event ``nnrp`` member an adapter may stamp (perf_counter_ns when the vLLM chunk
+#: arrived; CLOCK_MONOTONIC, shared by processes on one host) when asked with TIMING_HINT
+BACKEND_STAMP = "t_backend_ns"
+TIMING_HINT = "timing"
+BACKEND_METRIC = "stream.backend_to_client_ms"
 
 PROMPT = "Count from one to one hundred."
 TOOLS = [
@@ -146,6 +151,8 @@ class StreamSample:
     output_tokens: int | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
     decode_errors: list[str] = field(default_factory=list)
+    #: client receive minus the adapter's ``nnrp.t_backend_ns`` stamp, when events carry one
+    backend_lag_ns: list[int] = field(default_factory=list)
     op: Any = None
 
     @property
@@ -181,6 +188,9 @@ async def run_stream(
                 sample.after_cancel += 1
             if rec.event.get("type") == contract.EV_OUTPUT_TEXT_DELTA:
                 sample.text_ns.append(rec.received_at_ns)
+                stamp = (rec.event.get("nnrp") or {}).get(BACKEND_STAMP)
+                if isinstance(stamp, int):
+                    sample.backend_lag_ns.append(rec.received_at_ns - stamp)
                 if (
                     cancel_after is not None
                     and sample.cancel_sent_ns is None
@@ -233,7 +243,9 @@ async def engine_settled(client: NnrpClient, wait_s: float = 20.0) -> int:
     value = -1
     with anyio.move_on_after(wait_s):
         while True:
-            value = int((await engine_info(client)).get("engine", {}).get("unfinished_requests", -1))
+            value = int(
+                (await engine_info(client)).get("engine", {}).get("unfinished_requests", -1)
+            )
             if value <= 0:
                 return value
             await anyio.sleep(0.2)
@@ -259,8 +271,10 @@ FULL = Plan(repeats=3, stream_requests=80, cancel_requests=80)
 
 
 async def streaming_latency(
-    client: NnrpClient, plan: Plan, model: str | None
+    client: NnrpClient, plan: Plan, model: str | None, lag: list[float] | None = None
 ) -> tuple[list[float], list[float], list[dict[str, float]], int]:
+    """TTFT and inter-event samples; backend → client lags go to ``lag`` when stamped."""
+    nnrp = {TIMING_HINT: True} if lag is not None else None
     ttft: list[float] = []
     inter: list[float] = []
     per_repeat: list[dict[str, float]] = []
@@ -269,7 +283,10 @@ async def streaming_latency(
         rt: list[float] = []
         ri: list[float] = []
         for _ in range(plan.stream_requests):
-            s = await run_stream(client, chat_envelope(max_tokens=plan.max_tokens, model=model))
+            env = chat_envelope(max_tokens=plan.max_tokens, model=model, nnrp=nnrp)
+            s = await run_stream(client, env)
+            if lag is not None:
+                lag += [v / 1e6 for v in s.backend_lag_ns]
             if s.outcome != contract.TERMINAL_SUCCESS or s.ttft_ns is None:
                 failures += 1
                 continue
@@ -290,7 +307,10 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
     latencies = [
         (s.terminal_ns - s.cancel_sent_ns) / 1e6
         for s in samples
-        if s.cancel_sent_ns is not None and s.terminal_ns is not None
+        # a cancel that lost the race with the end of the answer measures nothing
+        if s.cancel_sent_ns is not None
+        and s.terminal_ns is not None
+        and s.outcome == contract.TERMINAL_CANCELLED
     ]
     return {
         "latencies_ms": latencies,
@@ -300,6 +320,10 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
         "events_after_cancel": [s.after_cancel for s in samples],
         "events_after_terminal": sum(s.after_terminal for s in samples),
         "deliveries": sorted({str(s.delivery) for s in samples}),
+        # the adapter's own account (diagnostics.cancellation.abort_accepted), when it gives one
+        "abort_accepted": sum(
+            1 for s in samples if (s.diagnostics.get("cancellation") or {}).get("abort_accepted")
+        ),
     }
 
 
@@ -349,8 +373,13 @@ def smoke_cases(model: str | None) -> list[SmokeCase]:
         SmokeCase(
             "smoke.stream_text_stop",
             "streaming text with n=1 and a stop sequence that never matches",
-            chat_envelope(max_tokens=16, model=model, request_id="smoke-stream-stop",
-                          stop=["\u2603\u2603\u2603"], n=1),
+            chat_envelope(
+                max_tokens=16,
+                model=model,
+                request_id="smoke-stream-stop",
+                stop=["\u2603\u2603\u2603"],
+                n=1,
+            ),
         ),
         SmokeCase(
             "smoke.non_streaming",
@@ -362,9 +391,14 @@ def smoke_cases(model: str | None) -> list[SmokeCase]:
             "smoke.forced_tool_call",
             "streamed tool call forced by a named tool_choice",
             # no ignore_eos: the grammar ends the answer with EOS once the JSON is complete
-            chat_envelope(max_tokens=64, model=model, request_id="smoke-tool", tools=TOOLS,
-                          tool_choice={"type": "function", "function": {"name": "lookup"}},
-                          ignore_eos=False),
+            chat_envelope(
+                max_tokens=64,
+                model=model,
+                request_id="smoke-tool",
+                tools=TOOLS,
+                tool_choice={"type": "function", "function": {"name": "lookup"}},
+                ignore_eos=False,
+            ),
             gated=False,
             tool_name="lookup",
         ),
@@ -384,7 +418,9 @@ def judge_smoke_case(case: SmokeCase, sample: StreamSample) -> list[str]:
     events = sample.events
     problems = [f"undecodable frame: {e}" for e in sample.decode_errors]
     if sample.outcome != case.expect:
-        problems.append(f"ended in {sample.outcome!r} ({sample.delivery}), expected {case.expect!r}")
+        problems.append(
+            f"ended in {sample.outcome!r} ({sample.delivery}), expected {case.expect!r}"
+        )
     if case.gated:
         return problems + sequence_problems(events, str(sample.outcome))
     for i, ev in enumerate(events):
@@ -504,6 +540,7 @@ def _documents(
     plan: Plan,
     vllm_version: str,
     context: Mapping[str, Any],
+    lag: list[float] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     params = {
         "max_tokens": plan.max_tokens,
@@ -512,22 +549,53 @@ def _documents(
         "stream_failures": stream_failures,
         **context,
     }
+    metrics = [
+        metric(
+            TTFT_METRIC,
+            "ms",
+            ttft,
+            description="client submit → first response.output_text.delta received",
+        ),
+        metric(
+            INTER_EVENT_METRIC,
+            "ms",
+            inter,
+            description="gap between consecutive text deltas as received by the client",
+        ),
+    ]
+    if lag:
+        metrics.append(
+            metric(
+                BACKEND_METRIC,
+                "ms",
+                lag,
+                keep_values=False,
+                description=f"adapter's nnrp.{BACKEND_STAMP} (vLLM chunk in) → "
+                "client receive, one monotonic clock",
+            )
+        )
+    if lag is None:
+        lag_note = (
+            f"backend chunk → client receive not measured (run with --backend-timing "
+            f"against an adapter that stamps nnrp.{BACKEND_STAMP})"
+        )
+    elif not lag:
+        lag_note = (
+            f"--backend-timing: the adapter stamped no nnrp.{BACKEND_STAMP}, so backend "
+            "chunk → client receive is bounded above by the client-side figures only"
+        )
+    else:
+        lag_note = f"{BACKEND_METRIC}: {len(lag)} stamped events"
     stream_doc = results_document(
         BENCH_STREAMING_LATENCY,
-        [
-            metric(TTFT_METRIC, "ms", ttft,
-                   description="client submit → first response.output_text.delta received"),
-            metric(INTER_EVENT_METRIC, "ms", inter,
-                   description="gap between consecutive text deltas as received by the client"),
-        ],
+        metrics,
         runs=plan.repeats,
         vllm=vllm_version,
         parameters=params,
         notes=[
             "per-repeat p50 (ttft ms / inter-event ms): "
             + ", ".join(f"{r['ttft_p50']:.2f}/{r['inter_p50']:.3f}" for r in stream_repeats),
-            "the adapter reports no per-event backend timestamp, so backend chunk → client "
-            "receive is bounded above by these client-side figures, not measured apart",
+            lag_note,
             f"load average at start: {context.get('load_average_start')}",
         ],
         description="Streamed chat through the adapter on real vLLM (CPU, tiny model), "
@@ -540,11 +608,20 @@ def _documents(
     cancel_doc = results_document(
         BENCH_CANCELLATION_LATENCY,
         [
-            metric(CANCEL_METRIC, "ms", summary["latencies_ms"],
-                   description=f"FRAME_CANCEL sent (after {plan.cancel_after} text deltas) → "
-                   "terminal received by the client"),
-            metric("cancel.events_after_cancel", "events", after, keep_values=False,
-                   description="partial events received after the cancel was sent (in flight)"),
+            metric(
+                CANCEL_METRIC,
+                "ms",
+                summary["latencies_ms"],
+                description=f"FRAME_CANCEL sent (after {plan.cancel_after} text deltas) → "
+                "terminal received by the client",
+            ),
+            metric(
+                "cancel.events_after_cancel",
+                "events",
+                after,
+                keep_values=False,
+                description="partial events received after the cancel was sent (in flight)",
+            ),
         ],
         runs=plan.repeats,
         vllm=vllm_version,
@@ -557,6 +634,7 @@ def _documents(
             "cancel_never_sent": summary["never_sent"],
             "events_after_terminal": summary["events_after_terminal"],
             "deliveries": ",".join(summary["deliveries"]),
+            "adapter_abort_accepted": summary["abort_accepted"],
             **context,
         },
         notes=[
@@ -570,8 +648,15 @@ def _documents(
     return stream_doc, cancel_doc
 
 
-async def _bench(address: str, plan: Plan, out: Path, context: dict[str, Any],
-                 model: str | None) -> int:
+async def _bench(
+    address: str,
+    plan: Plan,
+    out: Path,
+    context: dict[str, Any],
+    model: str | None,
+    backend_timing: bool = False,
+) -> int:
+    lag: list[float] | None = [] if backend_timing else None
     client = await NnrpClient.connect(address, default_timeout=120.0)
     try:
         info = await engine_info(client)
@@ -583,7 +668,7 @@ async def _bench(address: str, plan: Plan, out: Path, context: dict[str, Any],
         gated, everything = await run_smoke(client, model, vllm_version)
         print("==> streaming latency", flush=True)
         t0 = time.monotonic()
-        ttft, inter, stream_repeats, failures = await streaming_latency(client, plan, model)
+        ttft, inter, stream_repeats, failures = await streaming_latency(client, plan, model, lag)
         print(f"    {time.monotonic() - t0:.1f} s; cancellation latency", flush=True)
         t0 = time.monotonic()
         cancels, cancel_repeats = await cancellation_latency(client, plan, model)
@@ -593,27 +678,43 @@ async def _bench(address: str, plan: Plan, out: Path, context: dict[str, Any],
         with anyio.move_on_after(10):
             await client.aclose()
     context["load_average_end"] = load_average()
-    stream_doc, cancel_doc = _documents(ttft, inter, stream_repeats, failures, cancels,
-                                        cancel_repeats, plan, vllm_version, context)
+    stream_doc, cancel_doc = _documents(
+        ttft,
+        inter,
+        stream_repeats,
+        failures,
+        cancels,
+        cancel_repeats,
+        plan,
+        vllm_version,
+        context,
+        lag,
+    )
     write_results(stream_doc, out / "bench" / f"{BENCH_STREAMING_LATENCY}.json")
     write_results(cancel_doc, out / "bench" / f"{BENCH_CANCELLATION_LATENCY}.json")
     smoke_path = out / SMOKE_FILE
     smoke_path.write_text(json.dumps(smoke_document(gated), indent=2) + "\n", encoding="utf-8")
     checks_path = out / SMOKE_CHECKS_FILE
-    checks_path.write_text(json.dumps(smoke_document(everything), indent=2) + "\n",
-                           encoding="utf-8")
+    checks_path.write_text(
+        json.dumps(smoke_document(everything), indent=2) + "\n", encoding="utf-8"
+    )
     print_results(stream_doc)
     print_results(cancel_doc)
     bad = [r for r in everything if r["outcome"] != contract.OUTCOME_PASSED]
     for r in everything:
         mark = "ok  " if r["outcome"] == contract.OUTCOME_PASSED else "FAIL"
-        print(f"  smoke {mark} {r['id']}: {len(r['events'])} events, terminal {r['terminal']}"
-              + (f" — {r['message']}" if r.get("message") else ""))
+        print(
+            f"  smoke {mark} {r['id']}: {len(r['events'])} events, terminal {r['terminal']}"
+            + (f" — {r['message']}" if r.get("message") else "")
+        )
     print(f"  wrote {out / 'bench'}/*.json, {smoke_path}, {checks_path}")
     summary = cancel_summary(cancels)
     if summary["events_after_terminal"]:
-        print(f"vllm-nnrp bench vllm: {summary['events_after_terminal']} frame(s) after a "
-              "cancelled operation's terminal", file=sys.stderr)
+        print(
+            f"vllm-nnrp bench vllm: {summary['events_after_terminal']} frame(s) after a "
+            "cancelled operation's terminal",
+            file=sys.stderr,
+        )
         return 1
     return 1 if bad else 0
 
@@ -625,15 +726,32 @@ def main(argv: Sequence[str]) -> int:
         "on real vLLM (the tiny local model), over NNRP on loopback.",
     )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--vllm-version", default=None,
-                       help="start the adapter on this cached vLLM venv (default: current line)")
-    where.add_argument("--target", default=None,
-                       help="measure an adapter already serving at HOST:PORT instead")
-    p.add_argument("--model", default=None,
-                   help="model id for the requests (default: the adapter's first served model)")
+    where.add_argument(
+        "--vllm-version",
+        default=None,
+        help="start the adapter on this cached vLLM venv (default: current line)",
+    )
+    where.add_argument(
+        "--target", default=None, help="measure an adapter already serving at HOST:PORT instead"
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model id for the requests (default: the adapter's first served model)",
+    )
     p.add_argument("--quick", action="store_true", help="fewer samples (about a minute)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="output folder (default artifacts/bench-vllm/vllm-VERSION)")
+    p.add_argument(
+        "--backend-timing",
+        action="store_true",
+        help=f"ask for nnrp.{TIMING_HINT} and measure vLLM chunk → client receive "
+        f"from the adapter's per-event nnrp.{BACKEND_STAMP}",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default artifacts/bench-vllm/vllm-VERSION)",
+    )
     args = p.parse_args(list(argv))
     plan = QUICK if args.quick else FULL
     context: dict[str, Any] = {"quick": bool(args.quick), "load_average_start": load_average()}
@@ -641,7 +759,9 @@ def main(argv: Sequence[str]) -> int:
         if args.target:
             out = (args.out or Path("artifacts/bench-vllm/target")).resolve()
             context["adapter"] = "external"
-            return anyio.run(_bench, args.target, plan, out, context, args.model)
+            return anyio.run(
+                _bench, args.target, plan, out, context, args.model, args.backend_timing
+            )
         from vllm_nnrp_adapter import CURRENT_LINE_TESTED
         from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
@@ -652,12 +772,18 @@ def main(argv: Sequence[str]) -> int:
         model_dir = tiny_model(python)
         print(f"==> starting the adapter on vLLM {version} ({python})", flush=True)
         with AdapterProcess(python, model_dir, log_path=out / "adapter.log") as adapter:
-            context.update(adapter="self-started", vllm_version=adapter.info.get("vllm_version"),
-                           adapter_start_s=round(adapter.started_in_s or 0.0, 2),
-                           adapter_rss_bytes=adapter.rss_bytes())
-            print(f"==> adapter at {adapter.address}, up in {adapter.started_in_s:.1f} s",
-                  flush=True)
-            return anyio.run(_bench, adapter.address, plan, out, context, args.model)
+            context.update(
+                adapter="self-started",
+                vllm_version=adapter.info.get("vllm_version"),
+                adapter_start_s=round(adapter.started_in_s or 0.0, 2),
+                adapter_rss_bytes=adapter.rss_bytes(),
+            )
+            print(
+                f"==> adapter at {adapter.address}, up in {adapter.started_in_s:.1f} s", flush=True
+            )
+            return anyio.run(
+                _bench, adapter.address, plan, out, context, args.model, args.backend_timing
+            )
     except (NnrpClientError, OSError, RuntimeError, ValueError) as exc:
         print(f"vllm-nnrp bench vllm: {exc}", file=sys.stderr)
         return 2

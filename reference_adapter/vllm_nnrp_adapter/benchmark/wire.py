@@ -269,7 +269,64 @@ async def measure(kind: str, target: str, cfg: dict[str, int]) -> dict[str, Any]
             for cl in clients:
                 await cl.close()
     out["eight_sessions_events_per_s"] = {"median": statistics.median(rates8), "runs": rates8}
+    out["samples"] = {
+        "first_event_ms": firsts,
+        "terminal_ms": terms,
+        "per_event_ms": lat,
+        "events_per_s": rates,
+        "events_per_s_8_sessions": rates8,
+    }
     return out
+
+
+#: (metric suffix, unit, samples key, description)
+_METRICS = (
+    ("events_per_s", "1/s", "events_per_s", "events/s on one stream (5,000-event bursts)"),
+    ("events_per_s_8_sessions", "1/s", "events_per_s_8_sessions", "events/s across 8 sessions"),
+    ("first_event_ms", "ms", "first_event_ms", "submit → first event (5-event operations)"),
+    ("terminal_ms", "ms", "terminal_ms", "submit → terminal (5-event operations)"),
+    ("per_event_ms", "ms", "per_event_ms", "handler yield → client receive, paced 2 ms"),
+)
+
+
+def results_document(results: dict[str, Any]) -> dict[str, Any]:
+    """Both columns as one ``benchmark-results`` document (the gate's ``wire`` baseline)."""
+    from nnrp_conformance.gate.requirements import BENCH_WIRE
+
+    from .common import metric, ratio
+    from .common import results_document as build
+
+    metrics, ratios = [], []
+    for kind, prefix in (("ours", "wire"), ("naive", "naive")):
+        if kind not in results:
+            continue
+        samples = results[kind]["samples"]
+        for suffix, unit, key, doc in _METRICS:
+            metrics.append(metric(f"{prefix}.{suffix}", unit, samples[key], description=doc))
+    if "ours" in results and "naive" in results:
+        by = {m["name"]: m["median"] for m in metrics}
+        for suffix, unit, _, _ in _METRICS:
+            ours, naive = by[f"wire.{suffix}"], by[f"naive.{suffix}"]
+            # "better ×": throughput ours/naive, latency naive/ours
+            if unit == "1/s":
+                ratios.append(
+                    ratio(f"{suffix}.speedup", f"wire.{suffix}", f"naive.{suffix}", ours / naive)
+                )
+            else:
+                ratios.append(
+                    ratio(f"{suffix}.speedup", f"naive.{suffix}", f"wire.{suffix}", naive / ours)
+                )
+    return build(
+        BENCH_WIRE,
+        metrics,
+        runs=CONFIGS["ours"]["runs"],
+        parameters=dict(CONFIGS["ours"]),
+        ratios=ratios,
+        notes=[
+            f"stall over {STALL_MS:.0f} ms (submit→terminal max): {results.get('stall_over_30ms')}"
+        ],
+        description="NNRP wire over loopback TCP, cross-process: naive nnrp-py vs this binding",
+    )
 
 
 @contextlib.contextmanager
@@ -361,8 +418,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vllm-nnrp bench wire", description=__doc__.splitlines()[0])
     ap.add_argument("--serve", choices=["ours", "naive"], help=argparse.SUPPRESS)
     ap.add_argument("--listen", default="127.0.0.1:0", help=argparse.SUPPRESS)
-    ap.add_argument("--json", default="wire-benchmark.json", help="where to write the results")
+    ap.add_argument(
+        "--json",
+        default="wire-benchmark.json",
+        help="where to write the results (benchmark-results JSON)",
+    )
     ap.add_argument("--only", choices=["ours", "naive"], help="run one column")
+    ap.add_argument("--quick", action="store_true", help="fewer samples (release smoke runs)")
     ap.add_argument("--switch-interval-us", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.switch_interval_us:
@@ -383,6 +445,15 @@ def main(argv: list[str] | None = None) -> int:
         },
         "configs": CONFIGS,
     }
+    if args.quick:
+        for cfg in CONFIGS.values():
+            cfg.update(
+                ops=min(cfg["ops"], 100),
+                paced_runs=1,
+                runs=3,
+                burst=min(cfg["burst"], 2000),
+                burst8=min(cfg["burst8"], 500),
+            )
     for kind in ("naive", "ours"):
         if args.only and args.only != kind:
             continue
@@ -404,8 +475,9 @@ def main(argv: list[str] | None = None) -> int:
         else ""
     )
     print(f"clock: {clock.implementation}; results written to {args.json}")
-    with open(args.json, "w") as fh:
-        json.dump(results, fh, indent=2)
+    from .common import write_results
+
+    write_results(results_document(results), args.json)
     return 0
 
 

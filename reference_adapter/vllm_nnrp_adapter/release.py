@@ -1,0 +1,170 @@
+"""``vllm-nnrp release``: the whole release run, writing the evidence tree the gate reads.
+
+For the lower bound and the current line: the adapter on real vLLM CPU with the tiny local
+model, the full conformance suite against it (as a provider runs it, in its own process),
+the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke) and, on the
+current line, the HTTP/SSE parity benchmark; then the version-independent benchmarks
+(wire, mapper); then ``nnrp-conformance gate`` over all of it. The layout is the gate's
+(``nnrp_conformance.gate`` docstring). ``--quick`` runs the short benchmarks (the README's
+main job); without it the full ones (``scripts/regenerate-evidence`` → ``reports/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from .conformance import (
+    REPO_ROOT,
+    AdapterProcess,
+    ConformanceSetupError,
+    run_suite,
+    tiny_model,
+    vllm_python,
+)
+
+console = Console(stderr=True)
+
+
+class Step:
+    """One long step, shown with its progress and duration; failures are collected."""
+
+    def __init__(self, log: list[dict[str, Any]]) -> None:
+        self.log = log
+
+    def __call__(self, title: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.monotonic()
+        with console.status(f"[bold]{title}…"):
+            try:
+                result = fn()
+                ok = result is None or result is True or result == 0
+            except (ConformanceSetupError, subprocess.CalledProcessError, OSError) as exc:
+                result, ok = exc, False
+        took = time.monotonic() - t0
+        mark = "[green]✓[/green]" if ok else "[red]✗[/red]"
+        console.print(f"{mark} {title} [dim]({took:.0f} s)[/dim]")
+        if not ok and isinstance(result, Exception):
+            console.print(f"  [red]{result}[/red]")
+        self.log.append({"step": title, "ok": ok, "seconds": round(took, 1)})
+        return result
+
+
+def _bench(python: str, name: str, args: Sequence[str]) -> int:
+    """A benchmark in the interpreter that has what it needs (vLLM ones: the vLLM venv)."""
+    return subprocess.call([python, "-m", "vllm_nnrp_adapter.cli", "bench", name, *args])
+
+
+def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Step) -> None:
+    vdir = out / f"vllm-{version}"
+    (vdir / "bench").mkdir(parents=True, exist_ok=True)
+    python = step(f"vLLM {version} environment", lambda: vllm_python(version))
+    if not isinstance(python, str):
+        return
+    model = step(f"tiny model for vLLM {version}", lambda: tiny_model(python))
+    if not isinstance(model, Path):
+        return
+    adapter = AdapterProcess(python, model, log_path=vdir / "adapter.log")
+    started = step(f"start the adapter on vLLM {version}", lambda: adapter.start() and None)
+    if isinstance(started, Exception):
+        return
+    try:
+        manifest = REPO_ROOT / "manifests" / "vllm-nnrp-adapter.json"
+        step(
+            f"conformance suite against vLLM {version}",
+            lambda: run_suite(adapter.address, manifest, vdir, ["-q"]),
+        )
+        for name in ("case-results.json", "execution-plan.json"):
+            if not (vdir / name).is_file():
+                console.print(f"  [red]missing {vdir / name}[/red]")
+        bench_args = ["--target", adapter.address, "--out", str(vdir)]
+        step(
+            f"streaming/cancellation latency and e2e smoke on vLLM {version}",
+            lambda: _bench(python, "vllm", [*bench_args, *(["--quick"] if quick else [])]),
+        )
+        facts = {
+            "vllm_version": adapter.info.get("vllm_version"),
+            "startup_s": round(adapter.started_in_s or 0, 1),
+            "rss_bytes": adapter.rss_bytes(),
+        }
+        (vdir / "adapter.json").write_text(json.dumps(facts, indent=2), encoding="utf-8")
+    finally:
+        adapter.stop()
+    if parity:
+        step(
+            f"HTTP/SSE parity on vLLM {version}",
+            lambda: _bench(
+                python,
+                "parity",
+                ["--vllm-version", version, "--out", str(vdir), *(["--quick"] if quick else [])],
+            ),
+        )
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="vllm-nnrp release",
+        description="The whole release run on the embedded default; writes the evidence and "
+        "the release-gate report.",
+    )
+    p.add_argument("--out", type=Path, default=Path("artifacts/release"))
+    p.add_argument("--versions", default=f"{LOWER_BOUND_TESTED},{CURRENT_LINE_TESTED}")
+    p.add_argument("--quick", action="store_true", help="short benchmarks (the main job)")
+    p.add_argument("--no-parity", action="store_true", help="skip the HTTP/SSE parity run")
+    args = p.parse_args(list(argv))
+    out = args.out.resolve()
+    if out.exists():
+        # Evidence is regenerated whole: a stale file from an earlier run must not pass.
+        for child in out.iterdir():
+            if child.is_dir() and (child.name.startswith("vllm-") or child.name == "bench"):
+                shutil.rmtree(child)
+    out.mkdir(parents=True, exist_ok=True)
+    log: list[dict[str, Any]] = []
+    step = Step(log)
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    shutil.copyfile(REPO_ROOT / "manifests" / "vllm-nnrp-adapter.json", out / "manifest.json")
+    for version in versions:
+        run_version(
+            version,
+            out,
+            quick=args.quick,
+            parity=not args.no_parity and version == CURRENT_LINE_TESTED,
+            step=step,
+        )
+    (out / "bench").mkdir(exist_ok=True)
+    quick = ["--quick"] if args.quick else []
+    step(
+        "wire benchmark (naive nnrp-py vs this binding)",
+        lambda: _bench(
+            sys.executable, "wire", ["--json", str(out / "bench" / "wire.json"), *quick]
+        ),
+    )
+    step(
+        "mapper benchmark",
+        lambda: _bench(sys.executable, "mapper", ["--json", str(out / "bench" / "mapper.json")]),
+    )
+    (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+    console.rule("release gate")
+    rc = subprocess.call(
+        [
+            sys.executable,
+            "-m",
+            "nnrp_conformance.cli",
+            "gate",
+            "--evidence",
+            str(out),
+            "--readme",
+            str(REPO_ROOT / "README.md"),
+        ]
+    )
+    console.print(f"release-gate report: {out / 'release-gate.html'}")
+    return rc
