@@ -477,6 +477,22 @@ def check_errors(ctx: _Ctx) -> None:
             ctx.fail("error.code", f"{code_problem} — {_at(seq, i)}", index=i,
                      expected=dict(contract.ERROR_CODES), seen=ev.get("error"),
                      spec=f"{SPEC} §5 errors (closed list, fixed type family)")
+    expected_codes = {
+        ((e.get("fields") or {}).get("error") or {}).get("code")
+        for e in (ctx.case.expect or {}).get("events") or ()
+        if e.get("type") == contract.EV_ERROR
+    } - {None}
+    seen_errors = [(i, ev) for i, ev in enumerate(seq) if _type(ev) == contract.EV_ERROR]
+    if expected_codes and seen_errors:
+        i, ev = seen_errors[-1]
+        code = (ev.get("error") or {}).get("code") if isinstance(ev.get("error"), dict) else None
+        if code not in expected_codes:
+            # The recipe names the code its case must map to: another (valid) code is a wrong
+            # mapping, reported under its own rule and not only as a sequence mismatch.
+            ctx.fail("error.code", f"error.code {code!r} where this case maps to "
+                     f"{' or '.join(sorted(expected_codes))} — {_at(seq, i)}", index=i,
+                     expected=sorted(expected_codes), seen=code,
+                     spec=f"{SPEC} §5 errors (which failure maps to which code)")
     if ctx.obs.terminal_kind == contract.TERMINAL_ERROR and ctx.obs.terminal_event is None \
             and ctx.case.expected_terminal == contract.TERMINAL_ERROR:
         ctx.fail("error.body", "the error terminal carries no profile error body "

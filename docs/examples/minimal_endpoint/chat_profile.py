@@ -349,6 +349,9 @@ class _Chat:
             event["delta"] = token
             if self.defect == "schema-invalid-event":
                 del event["index"]
+            if self.defect == "extension-misuse":
+                # an extension field no manifest declares, on a standard event
+                event["acme_trace"] = {"t": i}
             body = encode(event)
             yield b"data: " + body + b"\n\n" if self.defect == "sse-framing" else body
 

@@ -80,6 +80,10 @@ DEFECTS: Final = MappingProxyType(
             "requests with extra typed frames or a payload kind other than "
             "structured_event are served instead of rejected"
         ),
+        "extension-misuse": (
+            "text deltas carry an undeclared extension field (acme_trace) beside the "
+            "standard ones"
+        ),
     }
 )
 
