@@ -47,8 +47,8 @@ EMBEDDED_ENGINE_ARGS: tuple[str, ...] = (
     "hermes",
     "--seed",
     "0",
-    # A random model fills a forced tool call's JSON with whitespace until max_tokens unless
-    # the grammar forbids it (docs/vllm-cpu.md); with it, tool calls complete.
+    # Under a forced (named) tool call the grammar decides among allowed tokens; forbidding
+    # free whitespace keeps the tiny model's arguments compact and complete (docs/vllm-cpu.md).
     "--structured-outputs-config",
     '{"backend": "xgrammar", "disable_any_whitespace": true}',
 )
