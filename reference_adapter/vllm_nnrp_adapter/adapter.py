@@ -397,14 +397,22 @@ class VllmNnrpAdapter:
         mapper = ChunkMapper(attach_chunks=envelope.wants_openai_chunk)
         stream = result
         chunks = stream.__aiter__()
+        finished_stream = False
+        timing = envelope.wants_timing
         try:
             while True:
                 try:
                     with anyio.fail_after(stall):
                         chunk = await chunks.__anext__()
                 except StopAsyncIteration:
+                    finished_stream = True
                     break
+                taken_ns = time.perf_counter_ns()
                 for event in mapper.map_chunk(chunk.data):
+                    if timing:
+                        # same clock as every process here (CLOCK_MONOTONIC), for the
+                        # backend-chunk → client-receive latency; NNRP side, never the body
+                        event["nnrp"] = {"t_backend_ns": taken_ns}
                     yield event
         except BackendError as exc:
             if record is not None:
@@ -416,9 +424,16 @@ class VllmNnrpAdapter:
             yield _stalled(record, stall)
             return
         finally:
+            if not finished_stream and "accepted" not in aborted:
+                # Stopped early (cancel, timeout, disconnect): abort explicitly before closing
+                # the stream, so the answer says whether vLLM still had the request (closing
+                # alone also aborts it, but silently).
+                with anyio.CancelScope(shield=True):
+                    await abort()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
-                await aclose()
+                with anyio.CancelScope(shield=True):
+                    await aclose()
         if not mapper.finished:
             # A stream that stops before any choice finished is a cut-short answer, not a
             # success, whatever the backend's iterator said.

@@ -167,6 +167,10 @@ class Envelope:
         return bool(self.nnrp.get("openai_chunk", False))
 
     @property
+    def wants_timing(self) -> bool:
+        return bool(self.nnrp.get("timing", False))
+
+    @property
     def cancel_after_events(self) -> int | None:
         return self.nnrp.get("cancel_after_events")
 

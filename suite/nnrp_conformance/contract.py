@@ -157,6 +157,7 @@ NNRP_HINTS: Final = (
     "cancel_after_events",
     "extensions",
     "openai_chunk",
+    "timing",
 )
 #: default cap on a submitted envelope, in bytes (configurable by the adapter operator)
 DEFAULT_MAX_ENVELOPE_BYTES: Final = 1 << 20

@@ -73,7 +73,7 @@ def test_status_and_capabilities_of_bundled_recipes() -> None:
     assert optional == {
         "openai-compatible.chat.tool-call-delta", "openai-compatible.chat.cancellation",
         "level1.chat.tool-call-forced", "level1.chat.cancel.client",
-        "level1.chat.cancel.in-band-hint",
+        "level1.chat.cancel.in-band-hint", "level1.chat.timeout",
     }
     for rid in optional:
         caps = by_id[rid].required_capabilities

@@ -1,0 +1,308 @@
+"""Pure helpers of the real-vLLM benchmarks (no vLLM, no wire): statistics, chunked SSE
+parsing, cancellation summaries and the smoke documents the release gate re-judges."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nnrp_conformance import contract, validation
+from nnrp_conformance.gate.requirements import (
+    BENCH_CANCELLATION_LATENCY,
+    BENCH_PARITY,
+    BENCH_STREAMING_LATENCY,
+    BENCHMARKS,
+)
+from nnrp_conformance.gate.smoke import sequence_problems
+from vllm_nnrp_adapter.benchmark import parity
+from vllm_nnrp_adapter.benchmark import vllm as bench
+from vllm_nnrp_adapter.benchmark.common import BenchmarkError, percentile
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    values = [10.0, 1.0, 4.0, 2.0, 3.0]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 100) == 10.0
+    assert percentile(values, 95) == pytest.approx(4.0 + 0.8 * 6.0)
+    assert percentile([7.0], 95) == 7.0
+    with pytest.raises(BenchmarkError):
+        percentile([], 50)
+
+
+def test_gaps_are_milliseconds_between_neighbours() -> None:
+    assert bench.gaps_ms([0, 1_000_000, 4_000_000]) == [1.0, 3.0]
+    assert bench.gaps_ms([5]) == []
+
+
+def test_required_metric_names_come_from_the_gate() -> None:
+    by_name = {b.name: b.metrics for b in BENCHMARKS}
+    assert by_name[BENCH_STREAMING_LATENCY] == (bench.TTFT_METRIC, bench.INTER_EVENT_METRIC)
+    assert by_name[BENCH_CANCELLATION_LATENCY] == (bench.CANCEL_METRIC,)
+    assert by_name[BENCH_PARITY] == (parity.NNRP_TPS, parity.HTTP_TPS)
+    with pytest.raises(KeyError):
+        bench.required_metrics("no-such-benchmark")
+
+
+# --- HTTP chunked transfer + SSE --------------------------------------------------------------
+
+
+def _chunked(payload: bytes, sizes: list[int]) -> bytes:
+    out, at = b"", 0
+    for size in sizes:
+        piece = payload[at : at + size]
+        out += f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+        at += size
+    return out + b"0\r\n\r\n"
+
+
+def _sse(*datas: str) -> bytes:
+    return b"".join(f"data: {d}\n\n".encode() for d in datas)
+
+
+def test_chunked_decoder_and_sse_parser_survive_any_split() -> None:
+    chunks = [json.dumps({"choices": [{"delta": {"content": c}}]}) for c in ("he", "llo", "é")]
+    usage = json.dumps({"choices": [], "usage": {"completion_tokens": 3}})
+    payload = _sse(*chunks, usage, "[DONE]")
+    wire = _chunked(payload, [7, 50, 3, len(payload)])
+    for step in (1, 2, 5, 64, len(wire)):
+        dec, sse = parity.ChunkedDecoder(), parity.SseParser()
+        events: list[str] = []
+        for i in range(0, len(wire), step):
+            events += sse.feed(dec.feed(wire[i : i + step]))
+        assert dec.done
+        assert events == [*chunks, usage, "[DONE]"]
+
+
+def test_sse_parser_joins_multiline_data_and_ignores_comments() -> None:
+    sse = parity.SseParser()
+    assert sse.feed(b": keep-alive\r\n\r\ndata: a\r\ndata: b\r\n\r\ndata:c\n") == ["a\nb"]
+    assert sse.feed(b"\n") == ["c"]
+
+
+def test_chunked_decoder_rejects_a_bad_size_line() -> None:
+    with pytest.raises(ValueError, match="bad chunk size"):
+        parity.ChunkedDecoder().feed(b"zz\r\nabc\r\n")
+
+
+def test_content_of_chunk() -> None:
+    role = json.dumps({"choices": [{"delta": {"role": "assistant", "content": ""}}]})
+    assert parity.content_of_chunk(role) == (None, None)
+    text = json.dumps({"choices": [{"delta": {"content": "x"}}]})
+    assert parity.content_of_chunk(text) == ("x", None)
+    usage = json.dumps({"choices": [], "usage": {"completion_tokens": 32}})
+    assert parity.content_of_chunk(usage) == (None, 32)
+
+
+def test_request_sample_and_summary() -> None:
+    ms = 1_000_000
+    s = parity.RequestSample(0, [10 * ms, 12 * ms, 15 * ms], 20 * ms, tokens=4)
+    assert s.ttft_ms == 10.0 and s.total_ms == 20.0 and s.tokens_per_s == pytest.approx(200.0)
+    broken = parity.RequestSample(0, error="HTTP 500")
+    summary = parity.summarise([([s, broken], 0.5)])
+    assert summary["ttft_ms"] == [10.0]
+    assert summary["itl_ms"] == [2.0, 3.0]
+    assert summary["aggregate_tokens_per_s"] == [8.0]
+    assert summary["errors"] == [1.0]
+
+
+# --- cancellation and the smoke -----------------------------------------------------------------
+
+
+def _delta(text: str) -> dict:
+    return {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": text}
+
+
+def test_cancel_summary_counts() -> None:
+    ok = bench.StreamSample(0, [1, 2], outcome=contract.TERMINAL_CANCELLED,
+                            terminal_ns=9_000_000, cancel_sent_ns=1_000_000, after_cancel=2)
+    lost = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS, terminal_ns=5,
+                              after_terminal=1)
+    late = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS, terminal_ns=5,
+                              cancel_sent_ns=2)
+    out = bench.cancel_summary([ok, lost, late])
+    assert out["latencies_ms"] == [8.0]
+    assert (out["cancelled"], out["not_cancelled"], out["never_sent"]) == (1, 2, 1)
+    assert out["events_after_cancel"] == [2, 0, 0]
+    assert out["events_after_terminal"] == 1
+
+
+def _streamed(events: list[dict], outcome: str) -> bench.StreamSample:
+    return bench.StreamSample(0, [1_000_000, 2_000_000], events=events, outcome=outcome,
+                              terminal_ns=3_000_000)
+
+
+def test_smoke_document_is_what_the_gate_accepts() -> None:
+    cases = {c.id: c for c in bench.smoke_cases("tiny-model")}
+    events = [_delta("a"), _delta("b"),
+              {"type": contract.EV_USAGE,
+               "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}},
+              {"type": contract.EV_COMPLETED, "body": {"choices": []}}]
+    case = cases["smoke.stream_text"]
+    sample = _streamed(events, contract.TERMINAL_SUCCESS)
+    problems = bench.judge_smoke_case(case, sample)
+    assert problems == []
+    result = bench.smoke_result(case, sample, problems, "0.22.1")
+    doc = bench.smoke_document([result])
+    assert validation.validate("case-results", doc) == []
+    r = doc["results"][0]
+    assert r["outcome"] == contract.OUTCOME_PASSED and r["diagnostics"]["vllm"] == "0.22.1"
+    assert sequence_problems(r["events"], r["terminal"]) == []
+
+
+def test_smoke_judge_catches_a_wrong_sequence() -> None:
+    case = next(c for c in bench.smoke_cases(None) if c.id == "smoke.stream_text")
+    after = [_delta("a"), {"type": contract.EV_COMPLETED, "body": {}}, _delta("late")]
+    problems = bench.judge_smoke_case(case, _streamed(after, contract.TERMINAL_SUCCESS))
+    assert any("after the terminal" in p for p in problems)
+    result = bench.smoke_result(case, _streamed(after, contract.TERMINAL_SUCCESS), problems, "0.22.1")
+    assert result["outcome"] == contract.OUTCOME_FAILED and result["message"]
+
+
+def test_smoke_judge_of_tool_call_non_streaming_and_cancel() -> None:
+    cases = {c.id: c for c in bench.smoke_cases(None)}
+    base = {"index": 0, "item_id": "i1", "call_id": "c1"}
+    tool = [{"type": contract.EV_TOOL_CALL_STARTED, **base, "name": "lookup"},
+            {"type": contract.EV_TOOL_CALL_DELTA, **base, "arguments_delta": '{"q": "alpha"}'},
+            {"type": contract.EV_TOOL_CALL_COMPLETED, **base, "name": "lookup",
+             "arguments": '{"q": "alpha"}'},
+            {"type": contract.EV_COMPLETED, "body": {}}]
+    violations = [v for ev in tool for v in validation.validate_event(ev)]
+    assert violations == []
+    sample = _streamed(tool, contract.TERMINAL_SUCCESS)
+    assert bench.judge_smoke_case(cases["smoke.forced_tool_call"], sample) == []
+    bad = [dict(tool[0]), dict(tool[1]), {**tool[2], "arguments": '{"q": "al'}, tool[3]]
+    bad[1]["arguments_delta"] = '{"q": "al'
+    problems = bench.judge_smoke_case(cases["smoke.forced_tool_call"],
+                                      _streamed(bad, contract.TERMINAL_SUCCESS))
+    assert any("not JSON" in p for p in problems)
+
+    unary = [{"type": contract.EV_COMPLETED,
+              "body": {"choices": [{"index": 0, "message": {"role": "assistant",
+                                                            "content": "hi"}}]}}]
+    assert bench.judge_smoke_case(cases["smoke.non_streaming"],
+                                  _streamed(unary, contract.TERMINAL_SUCCESS)) == []
+    empty = [{"type": contract.EV_COMPLETED, "body": {"choices": []}}]
+    assert bench.judge_smoke_case(cases["smoke.non_streaming"],
+                                  _streamed(empty, contract.TERMINAL_SUCCESS))
+
+    cancelled = [_delta("a"), {"type": contract.EV_CANCELLED, "reason": "client"}]
+    assert bench.judge_smoke_case(cases["smoke.cancel"],
+                                  _streamed(cancelled, contract.TERMINAL_CANCELLED)) == []
+    late = bench.StreamSample(0, [1], events=cancelled, outcome=contract.TERMINAL_CANCELLED,
+                              after_terminal=2)
+    assert any("after the terminal" in p
+               for p in bench.judge_smoke_case(cases["smoke.cancel"], late))
+    assert bench.judge_smoke_case(cases["smoke.cancel"],
+                                  _streamed(cancelled[:1], contract.TERMINAL_SUCCESS))
+
+
+def test_only_gate_eligible_cases_are_gated() -> None:
+    gated = {c.id for c in bench.smoke_cases(None) if c.gated}
+    assert gated == {"smoke.stream_text", "smoke.stream_text_stop"}
+    for case in bench.smoke_cases("m"):
+        assert case.envelope["schema_version"] == contract.SCHEMA_VERSION
+        assert case.envelope["body"]["model"] == "m"
+        assert "nnrp" not in case.envelope["body"]
+
+
+def test_keep_alive_http_client_reads_two_streams_with_a_late_crlf() -> None:
+    """A loopback server that splits the closing CRLF from the last chunk, twice."""
+    import asyncio
+
+    chunk = json.dumps({"choices": [{"delta": {"content": "x"}}]})
+    usage = json.dumps({"choices": [], "usage": {"completion_tokens": 2}})
+    body = _sse(chunk, chunk, usage, "[DONE]")
+    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n")
+    wire = _chunked(body, [len(body)])
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in range(2):
+            request = await reader.readuntil(b"\r\n\r\n")
+            length = int(request.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            writer.write(head + wire[:-2])
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.write(wire[-2:])
+            await writer.drain()
+        writer.close()
+
+    async def run() -> list[parity.RequestSample]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = parity.HttpConnection("127.0.0.1", port)
+        try:
+            return [await conn.stream_chat({"messages": []}, timeout=10) for _ in range(2)]
+        finally:
+            await conn.close()
+            server.close()
+            await server.wait_closed()
+
+    for sample in asyncio.run(run()):
+        assert sample.error is None
+        assert sample.text == "xx" and sample.tokens == 2 and sample.finished_ns is not None
+
+
+def test_documents_are_schema_valid_and_carry_the_gate_metrics() -> None:
+    cancelled = bench.StreamSample(0, [1], outcome=contract.TERMINAL_CANCELLED,
+                                   terminal_ns=3_000_000, cancel_sent_ns=1_000_000)
+    plan = bench.Plan(repeats=1, stream_requests=2, cancel_requests=1)
+    for lag in (None, [], [0.2, 0.3]):
+        stream_doc, cancel_doc = bench._documents(
+            [5.0, 6.0], [1.0, 2.0], [{"ttft_p50": 5.5, "inter_p50": 1.5}], 0, [cancelled],
+            [2.0], plan, "0.22.1", {"load_average_start": "1.00 1.00 1.00"}, lag)
+        names = {m["name"] for m in stream_doc["metrics"]}
+        assert {bench.TTFT_METRIC, bench.INTER_EVENT_METRIC} <= names
+        assert (bench.BACKEND_METRIC in names) == bool(lag)
+        assert validation.validate("benchmark-results", stream_doc) == []
+        assert validation.validate("benchmark-results", cancel_doc) == []
+        cancel = next(m for m in cancel_doc["metrics"] if m["name"] == bench.CANCEL_METRIC)
+        assert cancel["values"] == [2.0] and cancel_doc["versions"]["vllm"] == "0.22.1"
+
+
+def test_http_client_reconnects_when_the_server_closed_an_idle_connection() -> None:
+    import asyncio
+
+    body = _sse(json.dumps({"choices": [{"delta": {"content": "y"}}]}), "[DONE]")
+    answer = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+              + _chunked(body, [len(body)]))
+    seen: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(1)
+        if len(seen) == 2:  # the second connection's first request is answered
+            request = await reader.readuntil(b"\r\n\r\n")
+            length = int(request.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            writer.write(answer)
+            await writer.drain()
+            return
+        if len(seen) == 1:  # the first connection answers once, then closes as idle
+            request = await reader.readuntil(b"\r\n\r\n")
+            length = int(request.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            writer.write(answer)
+            await writer.drain()
+            writer.close()
+
+    async def run() -> list[parity.RequestSample]:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = parity.HttpConnection("127.0.0.1", port)
+        try:
+            first = await conn.stream_chat({"messages": []}, timeout=10)
+            await asyncio.sleep(0.1)
+            return [first, await conn.stream_chat({"messages": []}, timeout=10)]
+        finally:
+            await conn.close()
+            server.close()
+            await server.wait_closed()
+
+    samples = asyncio.run(run())
+    assert [s.error for s in samples] == [None, None]
+    assert [s.text for s in samples] == ["y", "y"] and len(seen) == 2
