@@ -55,7 +55,6 @@ from nnrp_conformance.wire.pump import (
     parse_address,
     server_options,
     status_text,
-    tune_switch_interval,
 )
 from vllm_nnrp_adapter import profile
 
@@ -541,7 +540,6 @@ class NnrpServer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        tune_switch_interval()
         opts = server_options(self.endpoint)
         try:
             self._listen_cm = listen_native_server(opts)

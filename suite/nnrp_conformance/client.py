@@ -48,7 +48,6 @@ from nnrp_conformance.wire.pump import (
     detail_code,
     parse_address,
     status_text,
-    tune_switch_interval,
 )
 
 __all__ = ["NnrpClient", "NnrpClientError", "Operation", "RawFrame", "ReceivedEvent", "Terminal"]
@@ -244,7 +243,6 @@ class NnrpClient:
         self.target = target
         self.default_timeout = default_timeout
         self.max_events = max_events
-        tune_switch_interval()
         endpoint = parse_address(target)
         self.transport = endpoint.transport
         opts = client_options(endpoint)
@@ -407,13 +405,21 @@ class NnrpClient:
             while self._commands:
                 kind, arg, fut = self._commands.popleft()
                 if kind == "close":
-                    fut.set_result(self._close_session())
+                    closed = self._close_session()
+                    if not fut.cancelled():
+                        fut.set_result(closed)
                     self._fail_all("session closed")
                     return
+                # A waiter that gave up has cancelled its future; the command still ran (or
+                # failed), and resolving a cancelled future must not kill the pump.
                 try:
-                    fut.set_result(self._run_command(kind, arg))
+                    result = self._run_command(kind, arg)
                 except BaseException as exc:
-                    fut.set_exception(exc)
+                    if not fut.cancelled():
+                        fut.set_exception(exc)
+                else:
+                    if not fut.cancelled():
+                        fut.set_result(result)
             self._check_cancel_grace()
             if not self._ops or self._broken:
                 self._wake.wait(_IDLE_WAIT_S)

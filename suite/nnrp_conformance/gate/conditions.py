@@ -15,7 +15,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.gate.evidence import Document, Evidence, VersionEvidence
 from nnrp_conformance.gate.readme import read_readme
 from nnrp_conformance.gate.requirements import SCOPE_SHARED, Requirements
-from nnrp_conformance.gate.smoke import sequence_problems
+from nnrp_conformance.gate.smoke import sequence_problems, smoke_problems
 from nnrp_conformance.manifest import Manifest
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import Recipe
@@ -359,6 +359,7 @@ def _smoke_failures(version: str, ve: VersionEvidence, req: Requirements) -> lis
             out.append(f"{doc.path}: {r['id']} {r['outcome']}: {_failure_text(r)}")
         out += [f"{doc.path}: {r['id']}: {p}" for p in sequence_problems(r.get("events"),
                                                                            r["terminal"])]
+    out += [f"{doc.path}: {p}" for p in smoke_problems(results)]
     return out
 
 

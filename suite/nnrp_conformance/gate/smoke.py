@@ -2,8 +2,9 @@
 
 Owns the rules a recorded smoke answer must meet to count as profile-valid: every event
 meets its schema, at most one terminal event and nothing after it, the terminal event
-agrees with the recorded terminal, the answer succeeded with at least one text delta, and
-each tool call follows its lifecycle. The recorded ``outcome`` is never trusted alone.
+agrees with the recorded terminal, each answer carries what its terminal promises (content
+for a success, ``response.cancelled`` for a cancel; an error never passes), each tool call
+follows its lifecycle, and the smoke as a whole includes a streamed text answer. The recorded ``outcome`` is never trusted alone.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from nnrp_conformance import contract, validation
 
-__all__ = ["sequence_problems"]
+__all__ = ["sequence_problems", "smoke_problems"]
 
 
 def _tool_call_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -54,7 +55,12 @@ def _tool_call_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def sequence_problems(events: Any, terminal: str) -> list[str]:
-    """Why ``events`` (with recorded ``terminal``) is not a profile-valid successful answer."""
+    """Why ``events`` (with recorded ``terminal``) is not a profile-valid answer.
+
+    A success must carry content: streamed text, a tool call, or a final chat completion
+    (non-streaming). A cancellation must end in ``response.cancelled`` when it carries a
+    terminal event. An error answer is never a passing smoke.
+    """
     if not isinstance(events, list) or not events:
         return ["no events recorded"]
     problems: list[str] = []
@@ -74,9 +80,35 @@ def sequence_problems(events: Any, terminal: str) -> list[str]:
             problems.append(
                 f"terminal {terminal!r} recorded, but the terminal event is {kinds[terminals[-1]]}"
             )
-    if terminal != contract.TERMINAL_SUCCESS:
-        problems.append(f"the smoke must end in success, it ended in {terminal!r}")
-    if contract.EV_OUTPUT_TEXT_DELTA not in kinds:
-        problems.append(f"no {contract.EV_OUTPUT_TEXT_DELTA} event")
+    if terminal == contract.TERMINAL_ERROR:
+        problems.append("the smoke answer ended in an error")
+    elif terminal == contract.TERMINAL_SUCCESS and not _has_content(events):
+        problems.append(
+            f"no content: no {contract.EV_OUTPUT_TEXT_DELTA}, no tool call and no chat "
+            "completion body"
+        )
     problems += _tool_call_problems(events)
     return problems
+
+
+def _has_content(events: Sequence[Mapping[str, Any]]) -> bool:
+    for ev in events:
+        kind = ev.get("type")
+        if kind == contract.EV_OUTPUT_TEXT_DELTA or kind in contract.TOOL_CALL_EVENT_TYPES:
+            return True
+        body = ev.get("body") if kind == contract.EV_COMPLETED else None
+        if isinstance(body, Mapping) and body.get("object") == "chat.completion":
+            return True
+    return False
+
+
+def smoke_problems(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the smoke as a whole lacks: it must include a streamed text answer."""
+    for r in results:
+        events = r.get("events")
+        if r.get("terminal") == contract.TERMINAL_SUCCESS and isinstance(events, list) and any(
+            isinstance(e, Mapping) and e.get("type") == contract.EV_OUTPUT_TEXT_DELTA
+            for e in events
+        ):
+            return []
+    return [f"no successful streamed answer with a {contract.EV_OUTPUT_TEXT_DELTA} in the smoke"]

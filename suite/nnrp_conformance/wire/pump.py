@@ -168,21 +168,3 @@ def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
 
-
-#: GIL switch interval the pumps run with (seconds). Every event crosses threads (the event
-#: loop's handler → the session's pump thread, and back on the client); with CPython's default
-#: 5 ms interval a woken thread waits for the running thread's whole slice. Measured on this
-#: project's machine kind (docs/wire-pump.md): per-hop p50 850 µs → 375 µs.
-PUMP_SWITCH_INTERVAL_S = 100e-6
-
-
-def tune_switch_interval(seconds: float = PUMP_SWITCH_INTERVAL_S) -> float:
-    """Lower the interpreter's GIL switch interval to ``seconds`` (never raise it).
-
-    Process-wide by nature; called when a pump starts. Returns the interval in force.
-    """
-    import sys
-
-    if sys.getswitchinterval() > seconds:
-        sys.setswitchinterval(seconds)
-    return sys.getswitchinterval()
