@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "docs" / "examples" / "minimal_endpoint"
 ENDPOINT = EXAMPLE / "endpoint.py"
