@@ -90,7 +90,8 @@ async def test_disconnect_mid_stream_leaves_no_engine_request(adapter) -> None: 
 
 async def test_deadline_aborts_the_engine_request(adapter) -> None:  # type: ignore[no-untyped-def]
     async with await NnrpClient.connect(adapter.address) as client:
-        op = await client.submit(_env(512, timeout_ms=300), timeout=60)
+        # 400 tokens: prompt + answer must fit max_model_len 512, or vLLM rejects it at once
+        op = await client.submit(_env(400, timeout_ms=300), timeout=60)
         term = await op.result()
         assert term.event and term.event["error"]["code"] == contract.ERR_TIMEOUT, term
         assert await _unfinished(client) == 0
