@@ -561,6 +561,25 @@ class NnrpClient:
 
     def _late_frame(self, op: Operation, ev: Any, now: int) -> None:
         mt = ev.header.message_type
+        if (
+            op.terminal is not None
+            and op.terminal.delivery == "local_cancelled"
+            and mt is MessageType.RESULT_DROP_REASON
+        ):
+            # The server's drop answering our own cancel, slower than the grace we waited:
+            # the same logical terminal (spec §3), arriving late, not a frame after it.
+            op.received.append(
+                ReceivedEvent(
+                    "late_drop",
+                    now,
+                    mt.name,
+                    bytes(ev.tail.diagnostic or b""),
+                    None,
+                    None,
+                    {"frame_id": ev.header.frame_id},
+                )
+            )
+            return
         after = (
             "after its terminal"
             if op.terminal and op.terminal.delivery not in ("timeout",)
