@@ -79,7 +79,7 @@ def vllm_python(version: str | None = None, *, build: bool = True) -> str:
     builder = REPO_ROOT / "scripts" / "vllm-venv"
     if build and builder.is_file():
         # The builder is idempotent: it returns at once when the venv is complete.
-        subprocess.run(["bash", str(builder), version], check=True)
+        subprocess.run([str(builder), version], check=True)
     if venv_python.is_file():
         return str(venv_python)
     raise ConformanceSetupError(
