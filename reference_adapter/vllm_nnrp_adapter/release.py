@@ -47,7 +47,11 @@ class Step:
         with console.status(f"[bold]{title}…"):
             try:
                 result = fn()
-                ok = result is None or result is True or result == 0
+                # a command's exit status fails the step when non-zero; other values are
+                # the step's product (a path, an interpreter)
+                ok = result is not False and not (
+                    isinstance(result, int) and not isinstance(result, bool) and result != 0
+                )
             except (ConformanceSetupError, subprocess.CalledProcessError, OSError) as exc:
                 result, ok = exc, False
         took = time.monotonic() - t0
