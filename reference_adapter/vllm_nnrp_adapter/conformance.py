@@ -13,6 +13,7 @@ evidence regeneration start the adapter through it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -219,29 +220,32 @@ class AdapterProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                # The group is ours: start_new_session made the adapter its leader.
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            pass
-        else:
-            os.killpg(proc.pid, signal.SIGKILL)
+        code = stop_process_group(proc, timeout)
         if self._tmp is not None:
             (self._tmp / "ready.json").unlink(missing_ok=True)
-        return proc.returncode
+        return code
 
     def __enter__(self) -> AdapterProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_process_group(proc: subprocess.Popen, timeout: float = 60.0) -> int | None:
+    """SIGTERM a child started with ``start_new_session``, then end what is left of its group.
+
+    The group is ours (the child leads it), so nothing it started, such as vLLM's engine core,
+    outlives it.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=timeout)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    return proc.returncode
 
 
 def _process_tree(root: int) -> list[int]:

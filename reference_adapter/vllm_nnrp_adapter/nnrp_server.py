@@ -759,18 +759,16 @@ class NnrpServer:
         if op.cancel_info is not None:
             return  # _on_cancelled owns the terminal
         diag = self._diagnostics(sess, op, ctx) if want_diag else None
-        if timed_out and op.cancel_info is None:
+        if timed_out:
             self.stats["timeouts"] += 1
             op.stop_reason = contract.CANCEL_SOURCE_TIMEOUT
-            info = CancelInfo(
+            d = await self._stop_by_policy(
+                sess,
+                op,
+                ctx,
                 contract.CANCEL_SOURCE_TIMEOUT,
                 f"nnrp.timeout_ms={timeout_ms} expired",
-                time.perf_counter_ns(),
             )
-            ctx.cancelled = info
-            accepted = await self._abort(ctx, info)
-            d = self._diagnostics(sess, op, ctx)
-            d["cancellation"] = self._cancel_diag(op, info, accepted)
             self._finish(
                 sess,
                 op,
@@ -782,15 +780,13 @@ class NnrpServer:
             )
             return
         if hint_hit:
-            info = CancelInfo(
+            d = await self._stop_by_policy(
+                sess,
+                op,
+                ctx,
                 contract.CANCEL_SOURCE_HINT,
                 f"nnrp.cancel_after_events={cancel_after}",
-                time.perf_counter_ns(),
             )
-            ctx.cancelled = info
-            accepted = await self._abort(ctx, info)
-            d = self._diagnostics(sess, op, ctx)
-            d["cancellation"] = self._cancel_diag(op, info, accepted)
             self._finish(
                 sess,
                 op,
@@ -865,6 +861,17 @@ class NnrpServer:
             "events_sent": op.sent,
             **accepted,
         }
+
+    async def _stop_by_policy(
+        self, sess: _SessionPump, op: _Op, ctx: OperationContext, source: str, reason: str
+    ) -> dict[str, Any]:
+        """A stop the server decided (deadline, in-band hint): abort, then the diagnostics."""
+        info = CancelInfo(source, reason, time.perf_counter_ns())
+        ctx.cancelled = info
+        accepted = await self._abort(ctx, info)
+        d = self._diagnostics(sess, op, ctx)
+        d["cancellation"] = self._cancel_diag(op, info, accepted)
+        return d
 
     async def _abort(self, ctx: OperationContext, info: CancelInfo) -> dict[str, Any]:
         hooks = list(ctx._abort_hooks)

@@ -18,8 +18,6 @@ import contextlib
 import http.client
 import itertools
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -334,17 +332,11 @@ class HttpServer:
             conn.close()
 
     def stop(self, timeout: float = 60.0) -> None:
+        from vllm_nnrp_adapter.conformance import stop_process_group
+
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=timeout)
-        # the group is ours (start_new_session): the engine core must not outlive the server
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        if proc is not None:
+            stop_process_group(proc, timeout)
 
     def __enter__(self) -> HttpServer:
         return self.start()
