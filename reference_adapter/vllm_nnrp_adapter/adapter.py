@@ -451,7 +451,12 @@ class VllmNnrpAdapter:
         yield profile.completed_event(mapper.final_body())
 
     async def _engine_diagnostics(self) -> dict[str, Any]:
-        diag: dict[str, Any] = {"vllm_version": getattr(self.backend, "version", None)}
+        diag: dict[str, Any] = {
+            "vllm_version": getattr(self.backend, "version", None),
+            # how this process came to serve NNRP: "explicit" (vllm-nnrp serve) or
+            # "vllm-plugin" (inside vllm serve, .vllm_plugin)
+            "startup_path": getattr(self.backend, "startup_path", None),
+        }
         if self.recorder is not None:
             # The discovery operation itself is in flight while it reports.
             diag["in_flight_operations"] = max(0, self.recorder.snapshot()["in_flight"] - 1)

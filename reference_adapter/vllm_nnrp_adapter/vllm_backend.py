@@ -32,6 +32,12 @@ vLLM objects used (same paths on 0.18.1 and 0.22.1; each is probed, see ``_Symbo
   ``engine_client.abort("chatcmpl-" + request_id)`` aborts it. Unfinished requests come
   from ``engine_client.output_processor.get_num_unfinished_requests()``.
 
+Two ways in: :meth:`VllmBackend.from_cli_args` starts the engine itself (the explicit
+``vllm-nnrp serve`` path); :meth:`VllmBackend.from_app_state` binds to the engine client and
+chat serving object that ``vllm serve`` already built into its FastAPI ``app.state``
+(``init_app_state`` sets ``engine_client``, ``args`` and ``openai_serving_chat``; the
+``vllm-plugin`` path, :mod:`.vllm_plugin`). Both end in the same binding code.
+
 Must run on an asyncio event loop (vLLM is asyncio-only); anyio on its asyncio backend is
 fine. The process that starts the engine needs ``LD_PRELOAD`` with tcmalloc and libiomp5
 (see docs/vllm-cpu.md) and a ``if __name__ == "__main__":`` guard (spawned engine core).
@@ -346,21 +352,31 @@ def _parse_sse(text: str) -> list[str]:
 class VllmBackend:
     """A started vLLM engine plus its OpenAI chat serving object.
 
-    Create with :meth:`from_cli_args` (``async with``). Attributes: ``version`` (vLLM's),
-    ``served_model_names``, ``max_model_len``, ``startup_path`` (``"explicit"``: engine
-    built from the given flags by vLLM's own builders).
+    Create with :meth:`from_cli_args` (``async with``; starts the engine) or
+    :meth:`from_app_state` (binds to what ``vllm serve`` built). Attributes: ``version``
+    (vLLM's), ``served_model_names``, ``max_model_len``, ``startup_path`` (``"explicit"``:
+    engine built from the given flags by vLLM's own builders; ``"vllm-plugin"``: bound
+    inside ``vllm serve`` by :mod:`.vllm_plugin`).
     """
 
     startup_path: str = "explicit"
 
     def __init__(
-        self, *, symbols: _Symbols, engine_client: Any, serving_chat: Any, args: Any, version: str
+        self,
+        *,
+        symbols: _Symbols,
+        engine_client: Any,
+        serving_chat: Any,
+        args: Any,
+        version: str,
+        startup_path: str = "explicit",
     ) -> None:
         self._sym = symbols
         self._engine = engine_client
         self._chat = serving_chat
         self.args = args
         self.version = version
+        self.startup_path = startup_path
         names = getattr(args, "served_model_name", None)
         self.served_model_names: list[str] = list(names) if names else [str(args.model)]
         self.max_model_len: int = int(engine_client.vllm_config.model_config.max_model_len)
@@ -382,8 +398,30 @@ class VllmBackend:
         return cls._open(list(argv), allow_unsupported)
 
     @classmethod
-    @contextlib.asynccontextmanager
-    async def _open(cls, argv: list[str], allow_unsupported: bool) -> AsyncIterator[VllmBackend]:
+    def from_app_state(
+        cls, state: Any, *, allow_unsupported: bool = False, startup_path: str = "vllm-plugin"
+    ) -> VllmBackend:
+        """Bind to the serving objects a running ``vllm serve`` holds in ``app.state``.
+
+        ``state`` is the FastAPI app's ``State`` after vLLM's ``init_app_state`` (the same
+        ``engine_client`` and ``openai_serving_chat`` its HTTP routes use). vLLM owns the
+        engine here: nothing is started, and the caller stops only its own requests
+        (:meth:`abort_in_flight`). Raises :class:`UnsupportedVllmVersion` or
+        :class:`BackendStartupError` (no engine client, or the model serves no chat).
+        """
+        version = cls._checked_version(allow_unsupported)
+        sym = _Symbols.probe()
+        engine_client = getattr(state, "engine_client", None)
+        args = getattr(state, "args", None)
+        if engine_client is None or args is None:
+            raise BackendStartupError(
+                "vLLM's app state holds no engine client (init_app_state has not run, or this "
+                "is a render-only server without an engine)"
+            )
+        return cls._bind(sym, state, engine_client, args, version, startup_path=startup_path)
+
+    @staticmethod
+    def _checked_version(allow_unsupported: bool) -> str:
         version = detect_vllm_version()
         if version is None:
             raise UnsupportedVllmVersion(
@@ -391,6 +429,40 @@ class VllmBackend:
                 "(scripts/vllm-venv VERSION builds one)"
             )
         check_version_supported(version, allow_unsupported=allow_unsupported)
+        return version
+
+    @classmethod
+    def _bind(
+        cls,
+        sym: _Symbols,
+        state: Any,
+        engine_client: Any,
+        args: Any,
+        version: str,
+        *,
+        startup_path: str,
+        tasks: Any = None,
+    ) -> VllmBackend:
+        """The one binding both start-up paths end in: ``state.openai_serving_chat``."""
+        chat = getattr(state, "openai_serving_chat", None)
+        if chat is None:
+            offered = f" (supported tasks: {tasks})" if tasks is not None else ""
+            raise BackendStartupError(
+                f"the model {args.model!r} does not offer chat completions{offered}"
+            )
+        return cls(
+            symbols=sym,
+            engine_client=engine_client,
+            serving_chat=chat,
+            args=args,
+            version=version,
+            startup_path=startup_path,
+        )
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def _open(cls, argv: list[str], allow_unsupported: bool) -> AsyncIterator[VllmBackend]:
+        version = cls._checked_version(allow_unsupported)
         sym = _Symbols.probe()
         args = cls._parse_args(sym, argv)
         if sym.cli_env_setup is not None:
@@ -416,28 +488,18 @@ class VllmBackend:
                     await sym.init_app_state(engine_client, state, args)
             except Exception as exc:
                 raise BackendStartupError(f"vLLM serving layer failed to start: {exc}") from exc
-            chat = getattr(state, "openai_serving_chat", None)
-            if chat is None:
-                raise BackendStartupError(
-                    f"the model {args.model!r} does not offer chat completions "
-                    f"(supported tasks: {tasks})"
-                )
-            backend = cls(
-                symbols=sym,
-                engine_client=engine_client,
-                serving_chat=chat,
-                args=args,
-                version=version,
+            backend = cls._bind(
+                sym, state, engine_client, args, version, startup_path="explicit", tasks=tasks
             )
             yield backend
         except BaseException as exc:
             if backend is not None:
-                await backend._abort_all()
+                await backend.abort_in_flight()
             with contextlib.suppress(Exception):
                 await engine_cm.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         else:
-            await backend._abort_all()
+            await backend.abort_in_flight()
             await engine_cm.__aexit__(None, None, None)
 
     @staticmethod
@@ -641,7 +703,8 @@ class VllmBackend:
             return any(engine_id == k or str(k).startswith(engine_id + "-") for k in states)
         return None
 
-    async def _abort_all(self) -> None:
+    async def abort_in_flight(self) -> None:
+        """Abort every request this binding still has running (on shutdown)."""
         for request_id in list(self._inflight):
             await self._abort_quietly(request_id)
 
