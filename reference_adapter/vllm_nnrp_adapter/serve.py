@@ -1,19 +1,25 @@
-"""The explicit start-up path: vLLM engine + chat serving object, bound to the NNRP server.
+"""The explicit start-up path, and the NNRP serving both start-up paths share.
 
-Builds everything from vLLM's own arguments (through :mod:`.vllm_backend`), then serves
-until SIGINT/SIGTERM. Which start-up path is active, the vLLM version, the listen
-address and the security limits in force are logged once at start and written to the
-ready file, so an operator (or a test) can see them.
+:func:`serve` builds everything from vLLM's own arguments (through :mod:`.vllm_backend`),
+then serves until SIGINT/SIGTERM. :func:`nnrp_serving` is the part both paths share: the
+adapter, the optional metrics server and the NNRP server around a bound backend, with the
+start-up information. Which start-up path is active (``explicit`` here, ``vllm-plugin``
+from :mod:`.vllm_plugin`), the vLLM version, the listen address and the security limits in
+force are logged once at start and written to the ready file, so an operator (or a test)
+can see them; the capability document's diagnostics carry the path too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -37,40 +43,48 @@ class ServeConfig:
     extra: dict = field(default_factory=dict)
 
 
-async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+@contextlib.asynccontextmanager
+async def nnrp_serving(
+    backend: Any, config: ServeConfig, manifest: Mapping[str, Any] | None = None
+) -> AsyncIterator[dict[str, Any]]:
+    """Serve ``backend`` over NNRP on ``config.listen`` while the context is open.
+
+    Yields the start-up information (also logged as one ``vllm-nnrp serving:`` line and
+    written to ``config.ready_file``). On exit the NNRP server closes (in-flight operations
+    end with ``TRANSPORT_CLOSED``, their vLLM requests aborted) and the metrics server stops.
+    """
     from nnrp_conformance import contract
 
     from .adapter import VllmNnrpAdapter
     from .nnrp_server import NnrpServer
     from .observability import Recorder, start_metrics_server
     from .profile import load_manifest_document
-    from .vllm_backend import VllmBackend
 
-    manifest = load_manifest_document(config.manifest_path)
-    async with VllmBackend.from_cli_args(
-        config.vllm_argv, allow_unsupported=config.allow_unsupported_vllm
-    ) as backend:
-        recorder = Recorder()
-        adapter = VllmNnrpAdapter(
-            backend,
-            manifest,
-            recorder=recorder,
-            allowed_operator_fields=config.allowed_request_fields,
-            echo_text_in_diagnostics=config.echo_text_in_diagnostics,
-            **(
-                {}
-                if config.backend_stall_timeout_s is None
-                else {"backend_stall_timeout_s": config.backend_stall_timeout_s}
-            ),
-        )
-        if config.metrics_port is not None:
-            start_metrics_server(recorder, config.metrics_port)
-            log.info("metrics: http://127.0.0.1:%d/metrics", config.metrics_port)
-        server_kwargs = {}
-        if config.max_envelope_bytes is not None:
-            server_kwargs["max_envelope_bytes"] = config.max_envelope_bytes
-        if config.max_in_flight is not None:
-            server_kwargs["max_in_flight_per_connection"] = config.max_in_flight
+    if manifest is None:
+        manifest = load_manifest_document(config.manifest_path)
+    recorder = Recorder()
+    adapter = VllmNnrpAdapter(
+        backend,
+        manifest,
+        recorder=recorder,
+        allowed_operator_fields=config.allowed_request_fields,
+        echo_text_in_diagnostics=config.echo_text_in_diagnostics,
+        **(
+            {}
+            if config.backend_stall_timeout_s is None
+            else {"backend_stall_timeout_s": config.backend_stall_timeout_s}
+        ),
+    )
+    server_kwargs = {}
+    if config.max_envelope_bytes is not None:
+        server_kwargs["max_envelope_bytes"] = config.max_envelope_bytes
+    if config.max_in_flight is not None:
+        server_kwargs["max_in_flight_per_connection"] = config.max_in_flight
+    metrics = None
+    if config.metrics_port is not None:
+        metrics = start_metrics_server(recorder, config.metrics_port)
+        log.info("metrics: http://127.0.0.1:%d/metrics", config.metrics_port)
+    try:
         async with NnrpServer(adapter.handle, config.listen, **server_kwargs) as server:
             info = {
                 "address": server.address,
@@ -87,12 +101,41 @@ async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -
             log.info("vllm-nnrp serving: %s", json.dumps(info))
             if config.ready_file is not None:
                 config.ready_file.write_text(json.dumps(info), encoding="utf-8")
-            print(f"LISTENING {server.address}", flush=True)
-            task_status.started(info)
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for signum in signals:
-                    log.info("received %s: shutting down", signal.Signals(signum).name)
-                    break
+            yield info
+    finally:
+        _stop_metrics(metrics)
+
+
+def _stop_metrics(metrics: Any) -> None:
+    # prometheus_client >= 0.20 returns (server, thread); older versions return None.
+    server = metrics[0] if isinstance(metrics, tuple) and metrics else None
+    if server is not None:
+        with contextlib.suppress(Exception):
+            server.shutdown()
+            server.server_close()
+
+
+async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    from .profile import load_manifest_document
+    from .vllm_backend import VllmBackend
+    from .vllm_plugin import claim_explicit_path
+
+    # vLLM loads its general plugins here too (our vllm_plugin among them): keep it off.
+    claim_explicit_path()
+    # Read before the engine starts: a bad manifest fails in a second, not after start-up.
+    manifest = load_manifest_document(config.manifest_path)
+    async with (
+        VllmBackend.from_cli_args(
+            config.vllm_argv, allow_unsupported=config.allow_unsupported_vllm
+        ) as backend,
+        nnrp_serving(backend, config, manifest) as info,
+    ):
+        print(f"LISTENING {info['address']}", flush=True)
+        task_status.started(info)
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("received %s: shutting down", signal.Signals(signum).name)
+                break
 
 
 def run_serve(config: ServeConfig) -> int:

@@ -52,7 +52,10 @@ def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property
 
 
 def test_backend_binding_in_the_vllm_venv(vllm_env):
-    """vllm_backend's own tests run inside the vLLM venv (they import vllm)."""
+    """vllm_backend's own tests, and the plugin's inertness, run inside the vLLM venv.
+
+    Both import vllm; one process pays for that import once.
+    """
     proc = subprocess.run(
         [
             vllm_env["python"],
@@ -62,6 +65,7 @@ def test_backend_binding_in_the_vllm_venv(vllm_env):
             "-p",
             "no:cacheprovider",
             str(REPO / "tests" / "real_vllm" / "test_backend_real.py"),
+            str(REPO / "tests" / "real_vllm" / "test_vllm_plugin_inert.py"),
         ],
         cwd=REPO,
         capture_output=True,
