@@ -1,0 +1,47 @@
+"""The soak benchmark's event check names the defect it sees (no wire: the check alone)."""
+
+from __future__ import annotations
+
+import anyio
+
+from nnrp_conformance import contract
+from vllm_nnrp_adapter.adapter import ChunkMapper
+from vllm_nnrp_adapter.benchmark import soak
+
+TEXT = soak._expected("text", 4)
+
+
+def test_exact_events_with_contiguous_sequences_pass() -> None:
+    assert soak._classify(TEXT, TEXT, [1, 2, 3, 4, 5]) == ""
+
+
+def test_each_defect_is_named() -> None:
+    assert soak._classify(TEXT[:-1], TEXT, [1, 2, 3, 4]) == "lost"
+    assert soak._classify(TEXT, TEXT, [1, 2, 4, 5, 6]) == "lost"  # a sequence gap
+    assert soak._classify([*TEXT, TEXT[0]], TEXT, [1, 2, 3, 4, 5, 6]) == "duplicated"
+    assert soak._classify(TEXT, TEXT, [1, 2, 2, 3, 4]) == "duplicated"
+    swapped = [TEXT[1], TEXT[0], *TEXT[2:]]
+    assert soak._classify(swapped, TEXT, [1, 2, 3, 4, 5]) == "misordered"
+    assert soak._classify(TEXT, TEXT, [2, 1, 3, 4, 5]) == "misordered"
+
+
+def test_expectations_match_what_the_mapper_makes_of_the_synthetic_chunks() -> None:
+    # the soak's expectation per kind is the adapter's real mapping of its backend's chunks
+    backend = soak.SyntheticBackend(tokens=5)
+
+    async def mapped(tools: bool) -> list[tuple[str, str]]:
+        mapper = ChunkMapper()
+        events = [e async for c in backend._stream("r1", tools) for e in mapper.map_chunk(c.data)]
+        events += mapper.finish()
+        return [soak._key(e) for e in events if e["type"] not in contract.TERMINAL_EVENT_TYPES]
+
+    assert anyio.run(mapped, False) == soak._expected("text", 5)
+    assert anyio.run(mapped, True) == soak._expected("tools", 5)
+    assert not backend.unfinished
+
+
+def test_the_mix_is_six_text_one_each_other_kind() -> None:
+    kinds = [soak._kind(i) for i in range(10)]
+    assert kinds.count("text") == 6
+    assert {k for k in kinds if k != "text"} == {"cancelled", "non_streaming", "tools", "malformed"}
+    assert isinstance(soak._envelope(9), bytes)
