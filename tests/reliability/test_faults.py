@@ -46,6 +46,7 @@ async def test_thousand_cancels_at_random_points_of_random_streams() -> None:
     scripts = ["long", "slow", "tools", "default", "endless"]
     plan = [(rng.choice(scripts), rng.choice(["events", "delay", "immediate"]), rng.randint(0, 40),
              rng.random() * 0.03) for _ in range(CANCELS)]
+    plan_endless = sum(1 for p in plan if p[0] == "endless")
     outcomes: dict[str, int] = {}
     late_by: dict[str, int] = {}
     problems: list[str] = []
@@ -72,6 +73,9 @@ async def test_thousand_cancels_at_random_points_of_random_streams() -> None:
                     late_by[f"{how}/{script}/{term.delivery if term else None}/{f['rule']}"] = \
                         late_by.get(f"{how}/{script}/{term.delivery if term else None}/{f['rule']}", 0) + 1
                 outcomes[str(kind)] = outcomes.get(str(kind), 0) + 1
+                # An endless stream cannot finish by itself: only the cancel can end it.
+                if script == "endless" and kind != contract.TERMINAL_CANCELLED:
+                    problems.append(f"op {i} (endless/{how}/{k}) was not cancelled: {term}")
                 if kind not in (contract.TERMINAL_CANCELLED, contract.TERMINAL_SUCCESS):
                     problems.append(f"op {i} ({script}/{how}/{k}): {term}")
                 if term and term.delivery == "result_drop" and term.drop_reason != contract.WIRE_DROP_PEER_CANCELLED:
@@ -95,7 +99,10 @@ async def test_thousand_cancels_at_random_points_of_random_streams() -> None:
     assert problems == [], problems[:20]
     assert leaks == [] and unfinished == 0
     assert late == [], (len(late), late_by)
-    assert outcomes.get(contract.TERMINAL_CANCELLED, 0) >= CANCELS // 2, outcomes
+    # How many of the finite streams finished before their cancel landed is a matter of
+    # timing (the machine's load decides it), so the split is reported, never asserted;
+    # the endless streams above are the deterministic check that cancels take effect.
+    assert outcomes.get(contract.TERMINAL_CANCELLED, 0) >= plan_endless, outcomes
     print(f"\n{CANCELS} random cancels: outcomes {outcomes}; backend aborts {len(a.backend.aborted)}, "
           f"accepted {a.backend.aborts_accepted}; unfinished backend requests afterwards: {unfinished}; "
           f"RESULT_PUSH raced past the cancel: {len(raced)}; events after a terminal: {len(late)}")
