@@ -20,6 +20,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -139,6 +140,79 @@ async def _naive_session(sess: Any) -> None:
             return
 
 
+def _floor_session(sess: Any) -> None:
+    """nnrp-py's fastest measured pattern (notes §5 "fast"): one OS thread owns the session,
+    polls synchronously one event at a time, runs the handler inline as a plain loop and
+    sends with the blocking call, re-polling for cancels only every 10 ms. No event loop,
+    no hand-off between threads: the floor any binding of an async handler can approach."""
+    from vllm_nnrp_adapter.nnrp_server import _send_partial, _send_result
+
+    backlog: list[Any] = []
+    closing = False
+
+    def take(events: Any) -> bool:
+        for ev in events:
+            if ev.kind is NativeServerEventKind.SUBMIT:
+                backlog.append(ev.as_submit())
+            elif (
+                ev.kind is NativeServerEventKind.RUNTIME
+                and ev.as_runtime().header.message_type is MessageType.SESSION_CLOSE
+            ):
+                return True
+        return False
+
+    def poll() -> Any:
+        try:
+            return sess.poll_events(max_events=1, timeout_ms=1)
+        except (NativeWouldBlockError, NativeInvalidStateError):
+            return ()
+
+    while not closing:
+        closing = take(poll())
+        while backlog:
+            op = backlog.pop(0)
+            body = codec.decode_submit(op.submit.metadata.value, bytes(op.submit.tail.body))["body"]
+            n, gap = int(body.get("n", 5)), float(body.get("gap_us", 0)) / 1e6
+            last_poll = time.perf_counter()
+            for i in range(n):
+                if gap:
+                    time.sleep(gap)
+                if time.perf_counter() - last_poll > 0.010:
+                    closing = take(poll()) or closing
+                    last_poll = time.perf_counter()
+                b = codec.encode_event(
+                    {
+                        "type": contract.EV_OUTPUT_TEXT_DELTA,
+                        "index": 0,
+                        "delta": str(time.perf_counter_ns()),
+                    }
+                )
+                _send_partial(
+                    op, PartialResultMetadata(op.operation_id, i + 1, 0, i + 1, len(b), 0), b
+                )
+            md, rb = codec.encode_result_push(
+                op.frame_id, {"type": contract.EV_COMPLETED, "body": {"n": n}}
+            )
+            _send_result(op, md, rb)
+    sess.close()
+
+
+async def serve_floor(listen: str) -> None:
+    from nnrp_conformance.wire import nodelay
+
+    opts = server_options(parse_address(listen))
+    with listen_native_server(opts) as server:
+        print(server.bound_provider_endpoints["tcp"].uri.split("://", 1)[1], flush=True)
+        stop = asyncio.ensure_future(_until_stdin_closes())
+        while not stop.done():
+            try:
+                sess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
+            except NativeWouldBlockError:
+                continue
+            nodelay.apply_nodelay()
+            threading.Thread(target=_floor_session, args=(sess,), daemon=True).start()
+
+
 async def _until_stdin_closes() -> None:
     await anyio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
 
@@ -182,6 +256,51 @@ class NaiveClient:
         self.cm.__exit__(None, None, None)
 
 
+class FloorClient:
+    """The client half of the floor: a plain thread that submits and polls one event at a
+    time synchronously (notes §5 "fast1"), run off the event loop for each operation."""
+
+    def __init__(self, cm: Any, conn: Any, session: Any) -> None:
+        self.cm, self.conn, self.session, self.next_id = cm, conn, session, 0
+
+    @classmethod
+    async def connect(cls, target: str) -> FloorClient:
+        from nnrp_conformance.wire import nodelay
+
+        c = await NaiveClient.connect(target)
+        nodelay.apply_nodelay()
+        return cls(c.cm, c.conn, c.session)
+
+    def _run_sync(self, env: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        request = codec.build_submit(self.next_id, self.next_id, env)
+        t0 = time.perf_counter_ns()
+        self.session.submit_operation(request)
+        recv: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                events = self.session.poll_events_batch(max_events=1, timeout_ms=5)
+            except (NativeWouldBlockError, NativeInvalidStateError):
+                continue
+            for ev in events:
+                if not isinstance(ev, NativeRuntimeEvent):
+                    continue
+                mt = ev.header.message_type
+                if mt is MessageType.PARTIAL_RESULT:
+                    recv.append((time.perf_counter_ns(), bytes(ev.tail.body)))
+                elif mt in TERMINALS:
+                    return {"t0": t0, "recv": recv, "end": time.perf_counter_ns()}
+        raise TimeoutError("floor op did not finish")
+
+    async def run(self, env: dict[str, Any]) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(self._run_sync, env)
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self.session.close)
+        self.cm.__exit__(None, None, None)
+
+
 class OursClient:
     def __init__(self, client: NnrpClient) -> None:
         self.client = client
@@ -208,8 +327,18 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))] if s else float("nan")
 
 
-async def measure(kind: str, target: str, cfg: dict[str, int]) -> dict[str, Any]:
-    cls = OursClient if kind == "ours" else NaiveClient
+def _proc_cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a process (Linux /proc; 10 ms ticks, fine for bursts)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CLIENTS = {"ours": "OursClient", "naive": "NaiveClient", "floor": "FloorClient"}
+
+
+async def measure(kind: str, target: str, cfg: dict[str, int], server_pid: int) -> dict[str, Any]:
+    cls = globals()[CLIENTS[kind]]
     c = await cls.connect(target)
     out: dict[str, Any] = {}
     try:
@@ -241,13 +370,19 @@ async def measure(kind: str, target: str, cfg: dict[str, int]) -> dict[str, Any]
             "gap_us": cfg["paced_gap_us"],
             "n": len(lat),
         }
-        rates, burst_lat = [], []
+        rates, burst_lat, srv_cpu, cli_cpu = [], [], [], []
         for _ in range(cfg["runs"]):
+            s0, c0 = _proc_cpu_s(server_pid), time.process_time()
             r = await c.run(envelope(cfg["burst"]))
+            srv_cpu.append((_proc_cpu_s(server_pid) - s0) / cfg["burst"] * 1e6)
+            cli_cpu.append((time.process_time() - c0) / cfg["burst"] * 1e6)
             assert len(r["recv"]) == cfg["burst"]
             rates.append(cfg["burst"] / ((r["end"] - r["t0"]) / 1e9))
             burst_lat += [(t - int(json.loads(b)["delta"])) / 1e6 for t, b in r["recv"]]
         out["one_stream_events_per_s"] = {"median": statistics.median(rates), "runs": rates}
+        # CPU per event does not depend on how loaded the machine is; the rates above do
+        out["server_cpu_us_per_event"] = {"median": statistics.median(srv_cpu), "runs": srv_cpu}
+        out["client_cpu_us_per_event"] = {"median": statistics.median(cli_cpu), "runs": cli_cpu}
         out["burst_per_event_ms"] = {
             "p50": pct(burst_lat, 50),
             "p95": pct(burst_lat, 95),
@@ -275,6 +410,8 @@ async def measure(kind: str, target: str, cfg: dict[str, int]) -> dict[str, Any]
         "per_event_ms": lat,
         "events_per_s": rates,
         "events_per_s_8_sessions": rates8,
+        "server_cpu_us_per_event": srv_cpu,
+        "client_cpu_us_per_event": cli_cpu,
     }
     return out
 
@@ -286,7 +423,11 @@ _METRICS = (
     ("first_event_ms", "ms", "first_event_ms", "submit → first event (5-event operations)"),
     ("terminal_ms", "ms", "terminal_ms", "submit → terminal (5-event operations)"),
     ("per_event_ms", "ms", "per_event_ms", "handler yield → client receive, paced 2 ms"),
+    ("server_cpu_us_per_event", "us", "server_cpu_us_per_event", "server CPU per streamed event"),
+    ("client_cpu_us_per_event", "us", "client_cpu_us_per_event", "client CPU per received event"),
 )
+#: column -> metric-name prefix in the benchmark-results document
+PREFIXES = {"ours": "wire", "floor": "floor", "naive": "naive"}
 
 
 def results_document(results: dict[str, Any]) -> dict[str, Any]:
@@ -297,14 +438,20 @@ def results_document(results: dict[str, Any]) -> dict[str, Any]:
     from .common import results_document as build
 
     metrics, ratios = [], []
-    for kind, prefix in (("ours", "wire"), ("naive", "naive")):
+    for kind, prefix in PREFIXES.items():
         if kind not in results:
             continue
         samples = results[kind]["samples"]
         for suffix, unit, key, doc in _METRICS:
             metrics.append(metric(f"{prefix}.{suffix}", unit, samples[key], description=doc))
+    by = {m["name"]: m["median"] for m in metrics}
+    if "ours" in results and "floor" in results:
+        for suffix, unit, _, _ in _METRICS:
+            ours, floor = by[f"wire.{suffix}"], by[f"floor.{suffix}"]
+            # "cost ×" against the SDK's floor: 1.0 is the floor itself, higher is slower
+            value = floor / ours if unit == "1/s" else ours / floor
+            ratios.append(ratio(f"{suffix}.over_floor", f"wire.{suffix}", f"floor.{suffix}", value))
     if "ours" in results and "naive" in results:
-        by = {m["name"]: m["median"] for m in metrics}
         for suffix, unit, _, _ in _METRICS:
             ours, naive = by[f"wire.{suffix}"], by[f"naive.{suffix}"]
             # "better ×": throughput ours/naive, latency naive/ours
@@ -325,7 +472,10 @@ def results_document(results: dict[str, Any]) -> dict[str, Any]:
         notes=[
             f"stall over {STALL_MS:.0f} ms (submit→terminal max): {results.get('stall_over_30ms')}"
         ],
-        description="NNRP wire over loopback TCP, cross-process: naive nnrp-py vs this binding",
+        description=(
+            "NNRP wire over loopback TCP, cross-process: naive nnrp-py, the SDK's one-thread "
+            "floor and this binding, in one run"
+        ),
     )
 
 
@@ -343,7 +493,7 @@ def server_process(kind: str):  # type: ignore[no-untyped-def]
         addr = proc.stdout.readline().strip()
         if not addr:
             raise RuntimeError(f"{kind} server did not start (exit {proc.poll()})")
-        yield addr
+        yield addr, proc.pid
     finally:
         with contextlib.suppress(Exception):
             assert proc.stdin is not None
@@ -355,7 +505,18 @@ def server_process(kind: str):  # type: ignore[no-untyped-def]
             proc.wait(5)
 
 
+_FULL = {
+    "warmup": 20,
+    "ops": 300,
+    "paced_runs": 3,
+    "paced_n": 200,
+    "paced_gap_us": 2000,
+    "runs": 5,
+    "burst": 5000,
+    "burst8": 2000,
+}
 CONFIGS = {
+    "floor": dict(_FULL),
     "ours": {
         "warmup": 20,
         "ops": 300,
@@ -390,47 +551,72 @@ ROWS = [
     ("per-event yield→recv p95 (ms, burst)", ("burst_per_event_ms", "p95"), "low"),
     ("events/s, one stream", ("one_stream_events_per_s", "median"), "high"),
     ("events/s, 8 sessions", ("eight_sessions_events_per_s", "median"), "high"),
+    ("server CPU µs per event (burst)", ("server_cpu_us_per_event", "median"), "low"),
+    ("client CPU µs per event (burst)", ("client_cpu_us_per_event", "median"), "low"),
 ]
+COLUMNS = {
+    "naive": "naive nnrp-py",
+    "floor": "SDK floor",
+    "ours": "our binding",
+}
 
 
 def render(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    def fmt(v: float) -> str:
+        return f"{v:,.3f}" if v < 1000 else f"{v:,.0f}"
+
+    def better(a: float, b: float, low: bool) -> str:
+        # how many times better ``b`` is than ``a``
+        return f"{(a / b if low else b / a):,.2f}×" if a and b else "–"
+
+    cols = [k for k in COLUMNS if k in results]
     t = Table(title="NNRP wire, loopback TCP, cross-process (medians)")
     t.add_column("metric")
-    t.add_column("naive nnrp-py", justify="right")
-    t.add_column("our binding", justify="right")
-    t.add_column("ratio (better ×)", justify="right")
-    for label, (a, b), better in ROWS:
-        n, o = results["naive"][a][b], results["ours"][a][b]
-        ratio = (n / o if better == "low" else o / n) if n and o else float("nan")
-        t.add_row(
-            label,
-            f"{n:,.3f}" if n < 1000 else f"{n:,.0f}",
-            f"{o:,.3f}" if o < 1000 else f"{o:,.0f}",
-            f"{ratio:,.1f}×",
-        )
-    Console().print(t)
+    for k in cols:
+        t.add_column(COLUMNS[k], justify="right")
+    if "naive" in results and "ours" in results:
+        t.add_column("ours vs naive (better ×)", justify="right")
+    if "floor" in results and "ours" in results:
+        t.add_column("ours vs floor (better ×)", justify="right")
+    for label, (a, b), direction in ROWS:
+        low = direction == "low"
+        row = [label, *(fmt(results[k][a][b]) for k in cols)]
+        if "naive" in results and "ours" in results:
+            row.append(better(results["naive"][a][b], results["ours"][a][b], low))
+        if "floor" in results and "ours" in results:
+            row.append(better(results["floor"][a][b], results["ours"][a][b], low))
+        t.add_row(*row)
+    # piped output (logs, CI) would otherwise wrap the table at 80 columns
+    Console(width=None if sys.stdout.isatty() else 160).print(t)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="vllm-nnrp bench wire", description=__doc__.splitlines()[0])
-    ap.add_argument("--serve", choices=["ours", "naive"], help=argparse.SUPPRESS)
+    ap.add_argument("--serve", choices=list(COLUMNS), help=argparse.SUPPRESS)
     ap.add_argument("--listen", default="127.0.0.1:0", help=argparse.SUPPRESS)
     ap.add_argument(
         "--json",
         default="wire-benchmark.json",
         help="where to write the results (benchmark-results JSON)",
     )
-    ap.add_argument("--only", choices=["ours", "naive"], help="run one column")
+    ap.add_argument(
+        "--only",
+        choices=list(COLUMNS),
+        action="append",
+        help="run only this column (repeatable); default: naive, floor and ours",
+    )
+
     ap.add_argument("--quick", action="store_true", help="fewer samples (release smoke runs)")
     ap.add_argument("--switch-interval-us", type=float, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.switch_interval_us:
         sys.setswitchinterval(args.switch_interval_us / 1e6)
     if args.serve:
-        anyio.run(serve_ours if args.serve == "ours" else serve_naive, args.listen)
+        serve = {"naive": serve_naive, "floor": serve_floor}.get(args.serve, serve_ours)
+        anyio.run(serve, args.listen)
         return 0
     clock = time.get_clock_info("perf_counter")
     results: dict[str, Any] = {
@@ -454,26 +640,21 @@ def main(argv: list[str] | None = None) -> int:
                 burst=min(cfg["burst"], 2000),
                 burst8=min(cfg["burst8"], 500),
             )
-    for kind in ("naive", "ours"):
-        if args.only and args.only != kind:
+    kinds = args.only or ["naive", "floor", "ours"]
+    for kind in COLUMNS:
+        if kind not in kinds:
             continue
-        with server_process(kind) as addr:
+        with server_process(kind) as (addr, pid):
             t = time.monotonic()
-            results[kind] = anyio.run(measure, kind, addr, CONFIGS[kind])
+            results[kind] = anyio.run(measure, kind, addr, CONFIGS[kind], pid)
             results[kind]["wall_s"] = round(time.monotonic() - t, 1)
     stalls = {
-        k: results[k]["submit_to_terminal_ms"]["max"] > STALL_MS
-        for k in ("naive", "ours")
-        if k in results
+        k: results[k]["submit_to_terminal_ms"]["max"] > STALL_MS for k in COLUMNS if k in results
     }
     results["stall_over_30ms"] = stalls
-    if not args.only:
-        render(results)
-    print(
-        json.dumps({k: results[k] for k in results if k in ("ours", "naive")}, indent=1)[:4000]
-        if args.only
-        else ""
-    )
+    results["load_average"] = os.getloadavg()
+    render(results)
+    print(f"load average after the run: {results['load_average']}")
     print(f"clock: {clock.implementation}; results written to {args.json}")
     from .common import write_results
 
