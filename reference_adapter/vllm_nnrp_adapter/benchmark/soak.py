@@ -33,6 +33,7 @@ import ctypes
 import gc
 import json
 import os
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -566,6 +567,29 @@ async def _drive_child(address: str, args: argparse.Namespace) -> dict[str, Any]
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
+def _commit() -> str | None:
+    """The checkout's commit (``+dirty`` with local changes), when this runs from one."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "suite", "reference_adapter"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 def _slope_kib_per_kop(points: list[dict[str, Any]]) -> float:
     """Least-squares RSS growth per 1,000 operations over ``points``."""
     xs = [p["operations"] for p in points]
@@ -615,10 +639,12 @@ def _verdict(
             )
         )
     )
-    from .common import machine_info, versions_info
+    from .common import machine_info, now_rfc3339, versions_info
 
     return {
         "name": "soak",
+        "generated_at": now_rfc3339(),
+        "commit": _commit(),
         "parameters": {
             "operations": args.ops,
             "sessions": args.sessions,
