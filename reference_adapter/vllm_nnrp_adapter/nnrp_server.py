@@ -63,6 +63,9 @@ __all__ = ["CancelInfo", "Handler", "NnrpServer", "OperationContext"]
 log = logging.getLogger(__name__)
 
 _IDLE_POLL_MS = 25  # poll wait of a session with no operation in flight
+# While incoming frames keep arriving (a burst of cancels or submits), sends between two
+# polls stop after this long, so the last frame of a burst is not 50 ms per frame away.
+_BURST_SEND_SLICE_NS = 2_000_000
 _GONE_THRESHOLD = 32  # consecutive 3/4/105 polls that mean the peer is gone (notes §7)
 _ABORT_HOOK_TIMEOUT_S = 2.0
 
@@ -241,11 +244,16 @@ class _SessionPump:
         cfg = self.server
         last_poll_ns = 0
         consecutive_gone = 0
+        got_event = False
         try:
             while not self.stop:
-                sent_any = self._send_ready()
+                # Sending yields to the poll schedule: with fast producers the ready queue
+                # never drains, and a pump that only polls once it does never sees a cancel.
+                sent_any = self._send_ready(
+                    last_poll_ns + (_BURST_SEND_SLICE_NS if got_event else cfg.hot_poll_interval_ns)
+                )
                 now = time.perf_counter_ns()
-                if self.ops:
+                if self.ops and not got_event:
                     hot = self.gap_ewma_ns < cfg.poll_cost_ns
                     since = now - last_poll_ns
                     if sent_any and not hot:
@@ -288,6 +296,15 @@ class _SessionPump:
                     log.debug("session %s poll: %s", self.session_id, status_text(exc))
                     events = ()
                 last_poll_ns = time.perf_counter_ns()
+                # A poll returns one frame, and frames come in bursts (a client cancelling
+                # many streams, or submitting many): keep polling while they keep coming,
+                # or a cancel waits behind every queued submit at one poll interval each.
+                # Not after a lone submit: its first event is imminent and a poll (>= 2 ms,
+                # notes §3) would only delay it.
+                got_event = bool(events) and (
+                    len(self.ops) > 1
+                    or any(ev.kind is not NativeServerEventKind.SUBMIT for ev in events)
+                )
                 for ev in events:
                     if self._on_event(ev, last_poll_ns):
                         return
@@ -297,7 +314,8 @@ class _SessionPump:
         finally:
             self.server._session_ended(self)
 
-    def _send_ready(self) -> bool:
+    def _send_ready(self, poll_due_ns: int) -> bool:
+        """Send what the handlers queued, until the queue is empty or a poll is due."""
         sent_any = False
         while True:
             with self.cond:
@@ -305,6 +323,8 @@ class _SessionPump:
                     return sent_any
                 op = self.ready.popleft()
             sent_any |= self._flush(op)
+            if self.ops and time.perf_counter_ns() >= poll_due_ns:
+                return sent_any
 
     def _flush(self, op: _Op) -> bool:
         sent = False
@@ -626,6 +646,12 @@ class NnrpServer:
 
     def _session_ended(self, sess: _SessionPump) -> None:
         self.sessions.pop(sess.connection_id, None)
+        if sess.closed and self._native_server is not None:
+            # nnrp-py's server keeps every session it ever accepted (to close them at
+            # shutdown), ~1 KiB per connection for the server's lifetime (docs/sdk-defects.md);
+            # a closed one needs no closing, so it is let go.
+            with contextlib.suppress(AttributeError, ValueError):
+                self._native_server._sessions.remove(sess.native)
 
     # --- loop side -------------------------------------------------------------------------------
     def _loop_call(self, fn: Callable[..., Any], *args: Any) -> None:

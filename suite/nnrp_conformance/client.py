@@ -54,6 +54,12 @@ __all__ = ["NnrpClient", "NnrpClientError", "Operation", "RawFrame", "ReceivedEv
 
 _EVENT_KIND_OPERATION_LIFECYCLE = 14
 _IDLE_WAIT_S = 0.05
+_TERMINAL_TYPES = frozenset(
+    (MessageType.RESULT_PUSH, MessageType.RESULT_DROP_REASON, MessageType.RESULT_DROP)
+)
+# A server flooding a cancelled stream can leave thousands of its frames queued ahead of
+# the drop that answers the cancel; past this, a silent server no longer excuses 3/4/105.
+_CANCEL_CONFIRM_LIMIT_NS = 60 * 1_000_000_000
 
 
 class NnrpClientError(RuntimeError):
@@ -212,7 +218,10 @@ class NnrpClient:
         self._session: Any = None
         self._ids = itertools.count(1)
         self._ops: dict[int, Operation] = {}  # by frame id, in flight
-        self._by_op_id: dict[int, Operation] = {}
+        self._by_op_id: dict[int, Operation] = {}  # in flight, for lifecycle events
+        # frame id -> give-up time (ns) of each cancel the server has not answered yet: its
+        # stale frames (3/4/105 on poll) are expected until then, even after a local finish
+        self._unconfirmed_cancels: dict[int, int] = {}
         self._finished: collections.OrderedDict[int, Operation] = collections.OrderedDict()
         self._commands: collections.deque[tuple[str, Any, concurrent.futures.Future[Any]]] = (
             collections.deque()
@@ -393,6 +402,7 @@ class NnrpClient:
             terminal.received_at_ns = time.perf_counter_ns()
         op.terminal = terminal
         self._ops.pop(op.frame_id, None)
+        self._by_op_id.pop(op.operation_id, None)
         self._finished[op.frame_id] = op
         while len(self._finished) > 4096:
             self._finished.popitem(last=False)
@@ -421,7 +431,7 @@ class NnrpClient:
                     if not fut.cancelled():
                         fut.set_result(result)
             self._check_cancel_grace()
-            if not self._ops or self._broken:
+            if not (self._ops or self._cancels_unconfirmed()) or self._broken:
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
                 continue
@@ -433,7 +443,7 @@ class NnrpClient:
             except NativeInvalidStateError as exc:
                 self._on_invalid_state(exc)
                 consecutive_gone += 1
-                if consecutive_gone > 64 and not self._cancelled_in_flight():
+                if consecutive_gone > 64 and not self._cancels_unconfirmed():
                     self._broken = f"session unusable: {status_text(exc)}"
                     self._fail_all(self._broken)
                 continue
@@ -457,6 +467,9 @@ class NnrpClient:
             if op._native is not None and not op._done_in_pump:
                 try:
                     self._session.cancel(frame_id=op.frame_id)
+                    self._unconfirmed_cancels[op.frame_id] = (
+                        op.cancel_sent_at_ns + _CANCEL_CONFIRM_LIMIT_NS
+                    )
                 except NativeInvalidStateError:
                     # the runtime already forgot the frame (it ended); the cancel is moot
                     op.finding(
@@ -473,8 +486,15 @@ class NnrpClient:
             # a dead or closed server answers close with 3/4/105 (notes §7): nothing to ack
             return f"close: {status_text(exc)}"
 
-    def _cancelled_in_flight(self) -> bool:
-        return any(op.cancel_sent_at_ns is not None for op in self._ops.values())
+    def _cancels_unconfirmed(self) -> bool:
+        """Whether a cancel still awaits the server's answer (expired ones are dropped)."""
+        if not self._unconfirmed_cancels:
+            return False
+        now = time.perf_counter_ns()
+        for frame_id, limit in list(self._unconfirmed_cancels.items()):
+            if now >= limit:
+                del self._unconfirmed_cancels[frame_id]
+        return bool(self._unconfirmed_cancels)
 
     def _on_invalid_state(self, exc: NativeInvalidStateError) -> None:
         # A stale event of an operation we cancelled: the SDK raises instead of returning it,
@@ -514,6 +534,8 @@ class NnrpClient:
     def _route(self, ev: Any, now: int) -> None:
         if isinstance(ev, NativeRuntimeEvent):
             frame_id = ev.header.frame_id
+            if ev.header.message_type in _TERMINAL_TYPES:
+                self._unconfirmed_cancels.pop(frame_id, None)
             op = self._ops.get(frame_id)
             if op is None:
                 late = self._finished.get(frame_id)
