@@ -227,6 +227,9 @@ class NnrpClient:
             collections.deque()
         )
         self._wake = threading.Event()
+        # Held around every native call on the session (the pump's polls and commands, or an
+        # inline submit/cancel from the event loop when the pump is not in one).
+        self._io = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closing = False
         self._broken: str | None = None
@@ -381,6 +384,19 @@ class NnrpClient:
     # --- plumbing ------------------------------------------------------------------------------
     def _command(self, kind: str, arg: Any) -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        if kind != "close" and self._io.acquire(blocking=False):
+            # The pump is not in a native call: run it here and save the thread hop
+            # (docs/wire-pump.md), unless earlier commands wait (they keep their order).
+            try:
+                if not self._commands:
+                    try:
+                        fut.set_result(self._run_command(kind, arg))
+                    except BaseException as exc:
+                        fut.set_exception(exc)
+                    self._wake.set()  # a new op in flight: the pump starts polling
+                    return fut
+            finally:
+                self._io.release()
         self._commands.append((kind, arg, fut))
         self._wake.set()
         return fut
@@ -413,30 +429,32 @@ class NnrpClient:
         consecutive_gone = 0
         while True:
             while self._commands:
-                kind, arg, fut = self._commands.popleft()
-                if kind == "close":
-                    closed = self._close_session()
-                    if not fut.cancelled():
-                        fut.set_result(closed)
-                    self._fail_all("session closed")
-                    return
-                # A waiter that gave up has cancelled its future; the command still ran (or
-                # failed), and resolving a cancelled future must not kill the pump.
-                try:
-                    result = self._run_command(kind, arg)
-                except BaseException as exc:
-                    if not fut.cancelled():
-                        fut.set_exception(exc)
-                else:
-                    if not fut.cancelled():
-                        fut.set_result(result)
+                with self._io:
+                    kind, arg, fut = self._commands.popleft()
+                    if kind == "close":
+                        closed = self._close_session()
+                        if not fut.cancelled():
+                            fut.set_result(closed)
+                        self._fail_all("session closed")
+                        return
+                    # A waiter that gave up has cancelled its future; the command still ran
+                    # (or failed), and resolving a cancelled future must not kill the pump.
+                    try:
+                        result = self._run_command(kind, arg)
+                    except BaseException as exc:
+                        if not fut.cancelled():
+                            fut.set_exception(exc)
+                    else:
+                        if not fut.cancelled():
+                            fut.set_result(result)
             self._check_cancel_grace()
             if not (self._ops or self._cancels_unconfirmed()) or self._broken:
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
                 continue
             try:
-                events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
+                with self._io:
+                    events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
                 consecutive_gone = 0
             except NativeWouldBlockError:
                 continue

@@ -7,6 +7,7 @@ repeats, with machine and versions recorded.
 * ``wire``: the NNRP wire itself (naive nnrp-py pattern vs this project's binding),
   cross-process over loopback TCP.
 * ``mapper``: profile mapper throughput (chunk → event → wire bytes) against its floor.
+* ``cancel``: cancel latency with N fast streams sharing one session (server cross-process).
 * ``soak``: a long operation soak on a scripted backend, resident memory over time.
 * ``vllm``: streaming latency, cancellation latency and the end-to-end smoke on real vLLM.
 * ``parity``: vLLM's own HTTP/SSE server against the adapter over NNRP, same engine.
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 BENCHMARKS: dict[str, str] = {
     "wire": "the NNRP wire: naive nnrp-py vs this binding",
     "mapper": "profile mapper throughput vs the parse+serialise floor",
+    "cancel": "cancel latency with 1/4/16/32 streams sharing one session",
     "soak": "10,000-operation soak, resident memory flat after warm-up",
     "vllm": "streaming and cancellation latency, e2e smoke (real vLLM)",
     "parity": "HTTP/SSE (vllm serve) vs NNRP adapter on the same engine",
