@@ -300,6 +300,42 @@ async def test_cross_process_server() -> None:
         _stop(proc)
 
 
+async def test_flat_out_streams_sharing_a_session_see_their_cancels_answered() -> None:
+    """Regression: a handler yielding as fast as the pump sends kept the pump from ever polling
+    again, so the server never saw the cancel and streamed on until the client hung up. Cross-
+    process, because in one process the GIL hand-overs happened to hide it. The grace is long,
+    so an op ends ``result_drop`` only if the server itself answered the cancel."""
+    proc, addr = _spawn([str(Path(__file__).parent / "wire_handlers.py")])
+    try:
+        async with await NnrpClient.connect(addr) as client:
+            client.cancel_grace = 30.0
+            for _ in range(2):
+                ops = [
+                    await client.submit(env({"mode": "forever", "gap_ms": 0}), timeout=60)
+                    for _ in range(4)
+                ]
+
+                async def drive(op) -> None:  # type: ignore[no-untyped-def]
+                    seen = 0
+                    async for ev in op:
+                        seen += ev.kind == "partial"
+                        if seen == 20:
+                            await op.cancel()
+
+                async with anyio.create_task_group() as tg:
+                    for op in ops:
+                        tg.start_soon(drive, op)
+                assert [op.terminal.delivery for op in ops] == ["result_drop"] * 4, [
+                    str(op.terminal) for op in ops
+                ]
+                assert all(op.terminal.outcome == contract.TERMINAL_CANCELLED for op in ops)
+            assert client._broken is None
+            after = await client.submit(env({"mode": "echo", "text": "still here"}), timeout=10)
+            assert (await after.result()).event["body"] == {"echo": "still here"}
+    finally:
+        _stop(proc)
+
+
 CLIENT_SCRIPT = """
 import anyio, sys
 from nnrp_conformance.client import NnrpClient
