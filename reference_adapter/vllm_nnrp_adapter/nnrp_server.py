@@ -25,7 +25,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,15 +210,6 @@ class _SessionPump:
         self.by_frame: dict[int, _Op] = {}
         self.ready: collections.deque[_Op] = collections.deque()
         self.cond = threading.Condition(threading.Lock())
-        # Held by whichever thread is inside a native call on this session (the pump's poll
-        # and sends, or a handler's inline send): nnrp-py serialises them anyway, and the
-        # lock lets the loop thread send without a hop when the pump is not polling.
-        self.io = threading.Lock()
-        # Set while the pump waits for io: threading.Lock is not fair, and a handler
-        # streaming flat out would re-take it between every two sends and starve the poll
-        # that is the only way a cancel is ever seen (notes §6.7).
-        self.pump_waiting = False
-        self.sends = 0  # frames sent, by either thread (the pump's poll schedule reads it)
         self.closed = False
         self.stop = False
         self.gap_ewma_ns = 0.0
@@ -241,20 +232,8 @@ class _SessionPump:
                 op.out.append(body)
             if terminal is not None:
                 op.terminal = terminal
-        if not self.pump_waiting and self.io.acquire(blocking=False):
-            # The pump is neither polling nor sending: send from here, saving the thread
-            # hop (docs/wire-pump.md). Order holds: every send drains op.out under io.
-            try:
-                self._flush(op)
-            finally:
-                self.io.release()
-            if self.gap_ewma_ns < self.server.poll_cost_ns and self.ops:
-                return  # a fast stream: the pump polls on its own schedule
-        else:
-            with self.cond:
-                self.ready.append(op)
-        with self.cond:
-            self.cond.notify()  # a slow stream (poll now), a queued send or a finished op
+            self.ready.append(op)
+            self.cond.notify()
 
     def wake(self) -> None:
         with self.cond:
@@ -266,18 +245,13 @@ class _SessionPump:
         last_poll_ns = 0
         consecutive_gone = 0
         got_event = False
-        seen_sends = 0
         try:
             while not self.stop:
                 # Sending yields to the poll schedule: with fast producers the ready queue
                 # never drains, and a pump that only polls once it does never sees a cancel.
-                with self._pump_io():
-                    self._send_ready(
-                        last_poll_ns
-                        + (_BURST_SEND_SLICE_NS if got_event else cfg.hot_poll_interval_ns)
-                    )
-                sent_any = self.sends != seen_sends
-                seen_sends = self.sends
+                sent_any = self._send_ready(
+                    last_poll_ns + (_BURST_SEND_SLICE_NS if got_event else cfg.hot_poll_interval_ns)
+                )
                 now = time.perf_counter_ns()
                 if self.ops and not got_event:
                     hot = self.gap_ewma_ns < cfg.poll_cost_ns
@@ -304,8 +278,7 @@ class _SessionPump:
                     # latency (a submit ends it at once) and spares the CPU the ~500 empty
                     # polls a second per idle session that 1 ms slices cost.
                     wait_ms = 1 if self.ops else _IDLE_POLL_MS
-                    with self._pump_io():
-                        events = self.native.poll_events(max_events=1, timeout_ms=wait_ms)
+                    events = self.native.poll_events(max_events=1, timeout_ms=wait_ms)
                     consecutive_gone = 0
                 except NativeWouldBlockError:
                     events = ()
@@ -314,11 +287,9 @@ class _SessionPump:
                     if detail_code(exc) == DETAIL_STALE_OR_GONE:
                         consecutive_gone += 1
                         if consecutive_gone >= _GONE_THRESHOLD:
-                            with self._pump_io():
-                                self._peer_gone(
-                                    f"peer gone: {status_text(exc)} on {consecutive_gone} "
-                                    "polls in a row"
-                                )
+                            self._peer_gone(
+                                f"peer gone: {status_text(exc)} on {consecutive_gone} polls in a row"
+                            )
                             return
                 except NativeRuntimeError as exc:
                     # e.g. a headerless event the SDK cannot convert; it is consumed, carry on
@@ -335,25 +306,13 @@ class _SessionPump:
                     or any(ev.kind is not NativeServerEventKind.SUBMIT for ev in events)
                 )
                 for ev in events:
-                    with self._pump_io():
-                        if self._on_event(ev, last_poll_ns):
-                            return
+                    if self._on_event(ev, last_poll_ns):
+                        return
         except Exception:
             log.exception("session %s pump failed", self.session_id)
-            with self._pump_io():
-                self._peer_gone("pump failure")
+            self._peer_gone("pump failure")
         finally:
             self.server._session_ended(self)
-
-    @contextlib.contextmanager
-    def _pump_io(self) -> Iterator[None]:
-        self.pump_waiting = True
-        self.io.acquire()
-        self.pump_waiting = False
-        try:
-            yield
-        finally:
-            self.io.release()
 
     def _send_ready(self, poll_due_ns: int) -> bool:
         """Send what the handlers queued, until the queue is empty or a poll is due."""
@@ -368,7 +327,6 @@ class _SessionPump:
                 return sent_any
 
     def _flush(self, op: _Op) -> bool:
-        """Send the op's queued events (and its terminal when due); the caller holds io."""
         sent = False
         now = time.perf_counter_ns()
         if op.deadline_ns is not None and now >= op.deadline_ns and op.stop_reason is None:
@@ -414,8 +372,6 @@ class _SessionPump:
             # after a cancel the SDK only accepts a drop; a push queued before it waits for that
             self._send_terminal(op)
             sent = True
-        if sent:
-            self.sends += 1
         return sent
 
     def _send_terminal(self, op: _Op) -> None:

@@ -227,9 +227,6 @@ class NnrpClient:
             collections.deque()
         )
         self._wake = threading.Event()
-        # Held around every native call on the session (the pump's polls and commands, or an
-        # inline submit/cancel from the event loop when the pump is not in one).
-        self._io = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closing = False
         self._broken: str | None = None
@@ -259,9 +256,20 @@ class NnrpClient:
         self.transport = endpoint.transport
         opts = client_options(endpoint)
 
+        gave_up = threading.Event()
+        handover = threading.Lock()
+
         def enter() -> None:
-            self._conn_cm = connect_native_client_connection(opts)
-            self._conn = self._conn_cm.__enter__()
+            cm = connect_native_client_connection(opts)
+            conn = cm.__enter__()
+            with handover:
+                if not gave_up.is_set():
+                    self._conn_cm, self._conn = cm, conn
+                    return
+            # The caller timed out and went on: close it here. Left to the garbage collector,
+            # nnrp-py's close runs in a finalizer and can block the process at exit for good.
+            with contextlib.suppress(Exception):
+                cm.__exit__(None, None, None)
 
         try:
             with anyio.fail_after(connect_timeout):
@@ -270,6 +278,8 @@ class NnrpClient:
                     NativeClientSessionOptions(profile_id=contract.WIRE_SESSION_PROFILE_ID)
                 )
         except TimeoutError:
+            with handover:
+                gave_up.set()
             await self._drop_connection()
             raise NnrpClientError(
                 f"connect to {target}: no session within {connect_timeout}s"
@@ -384,19 +394,6 @@ class NnrpClient:
     # --- plumbing ------------------------------------------------------------------------------
     def _command(self, kind: str, arg: Any) -> concurrent.futures.Future[Any]:
         fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        if kind != "close" and self._io.acquire(blocking=False):
-            # The pump is not in a native call: run it here and save the thread hop
-            # (docs/wire-pump.md), unless earlier commands wait (they keep their order).
-            try:
-                if not self._commands:
-                    try:
-                        fut.set_result(self._run_command(kind, arg))
-                    except BaseException as exc:
-                        fut.set_exception(exc)
-                    self._wake.set()  # a new op in flight: the pump starts polling
-                    return fut
-            finally:
-                self._io.release()
         self._commands.append((kind, arg, fut))
         self._wake.set()
         return fut
@@ -429,32 +426,30 @@ class NnrpClient:
         consecutive_gone = 0
         while True:
             while self._commands:
-                with self._io:
-                    kind, arg, fut = self._commands.popleft()
-                    if kind == "close":
-                        closed = self._close_session()
-                        if not fut.cancelled():
-                            fut.set_result(closed)
-                        self._fail_all("session closed")
-                        return
-                    # A waiter that gave up has cancelled its future; the command still ran
-                    # (or failed), and resolving a cancelled future must not kill the pump.
-                    try:
-                        result = self._run_command(kind, arg)
-                    except BaseException as exc:
-                        if not fut.cancelled():
-                            fut.set_exception(exc)
-                    else:
-                        if not fut.cancelled():
-                            fut.set_result(result)
+                kind, arg, fut = self._commands.popleft()
+                if kind == "close":
+                    closed = self._close_session()
+                    if not fut.cancelled():
+                        fut.set_result(closed)
+                    self._fail_all("session closed")
+                    return
+                # A waiter that gave up has cancelled its future; the command still ran (or
+                # failed), and resolving a cancelled future must not kill the pump.
+                try:
+                    result = self._run_command(kind, arg)
+                except BaseException as exc:
+                    if not fut.cancelled():
+                        fut.set_exception(exc)
+                else:
+                    if not fut.cancelled():
+                        fut.set_result(result)
             self._check_cancel_grace()
             if not (self._ops or self._cancels_unconfirmed()) or self._broken:
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
                 continue
             try:
-                with self._io:
-                    events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
+                events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
                 consecutive_gone = 0
             except NativeWouldBlockError:
                 continue
