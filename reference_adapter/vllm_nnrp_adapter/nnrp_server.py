@@ -378,6 +378,8 @@ class _SessionPump:
         term = op.terminal
         assert term is not None
         op.terminal_sent = True
+        if op.stop_reason not in (None, "terminal"):
+            _final_counts(term.event, op.sent)
         op.stop_reason = op.stop_reason or "terminal"
         try:
             if term.kind == "push":
@@ -500,6 +502,24 @@ class _SessionPump:
             self.native.close()
         except NativeRuntimeError as exc:
             log.debug("session %s close: %s", self.session_id, status_text(exc))
+
+
+def _final_counts(event: dict[str, Any] | None, sent: int) -> None:
+    """Set the sent-event counts of a stopped op's diagnostics from the pump's final count.
+
+    The loop builds the diagnostics while this thread may be finishing a send it began before
+    the stop, so its reading of ``op.sent`` can be one short; here, on the only thread that
+    sends, with the terminal about to go, the count is final.
+    """
+    member = event.get(codec.DIAGNOSTICS_MEMBER) if isinstance(event, dict) else None
+    diag = member.get("diagnostics") if isinstance(member, dict) else None
+    if not isinstance(diag, dict):
+        return
+    if "events_emitted" in diag:
+        diag["events_emitted"] = sent
+    cancellation = diag.get("cancellation")
+    if isinstance(cancellation, dict) and "events_sent" in cancellation:
+        cancellation["events_sent"] = sent
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
