@@ -511,10 +511,9 @@ def _final_counts(event: dict[str, Any] | None, sent: int) -> None:
     the stop, so its reading of ``op.sent`` can be one short; here, on the only thread that
     sends, with the terminal about to go, the count is final.
     """
-    member = event.get(codec.DIAGNOSTICS_MEMBER) if isinstance(event, dict) else None
-    diag = member.get("diagnostics") if isinstance(member, dict) else None
-    if not isinstance(diag, dict):
+    if not isinstance(event, dict):
         return
+    _, diag = codec.split_diagnostics(event)  # the event's own diagnostics object, or {}
     if "events_emitted" in diag:
         diag["events_emitted"] = sent
     cancellation = diag.get("cancellation")
@@ -894,7 +893,8 @@ class NnrpServer:
             "transport": sess.transport,
             # Every queued event goes out before a normal terminal, so the loop's own count
             # is exact (reading the pump's counters from here races with a send in progress);
-            # after a stop, what the pump actually sent is what the client got.
+            # after a stop, what the pump actually sent is what the client got (read here
+            # as a first value; _final_counts sets the final one as the terminal goes out).
             "events_emitted": op.enqueued if op.stop_reason in (None, "terminal") else op.sent,
             "elapsed_ms": round((time.perf_counter_ns() - op.submitted_at_ns) / 1e6, 3),
         }

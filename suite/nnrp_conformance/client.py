@@ -503,11 +503,16 @@ class NnrpClient:
         """Whether a cancel still awaits the server's answer (expired ones are dropped)."""
         if not self._unconfirmed_cancels:
             return False
+        # every limit is cancel time + one constant and a frame is cancelled once, so the
+        # dict's insertion order is expiry order: only its head can have expired
         now = time.perf_counter_ns()
-        for frame_id, limit in list(self._unconfirmed_cancels.items()):
-            if now >= limit:
-                del self._unconfirmed_cancels[frame_id]
-        return bool(self._unconfirmed_cancels)
+        pending = self._unconfirmed_cancels
+        while pending:
+            frame_id, limit = next(iter(pending.items()))
+            if now < limit:
+                break
+            del pending[frame_id]
+        return bool(pending)
 
     def _on_invalid_state(self, exc: NativeInvalidStateError) -> None:
         # A stale event of an operation we cancelled: the SDK raises instead of returning it,

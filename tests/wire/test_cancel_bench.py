@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from nnrp_conformance import validation
 from vllm_nnrp_adapter.benchmark import cancel
 
@@ -22,8 +24,6 @@ def test_cancel_fanout_benchmark_writes_valid_results(tmp_path: Path, capsys) ->
 
 
 def test_cancel_fanout_rejects_nonsense_arguments(capsys) -> None:  # type: ignore[no-untyped-def]
-    import pytest
-
     with pytest.raises(SystemExit) as exc:
         cancel.main(["--rounds", "0"])
     assert exc.value.code == 2
