@@ -60,6 +60,12 @@ _TERMINAL_TYPES = frozenset(
 # A server flooding a cancelled stream can leave thousands of its frames queued ahead of
 # the drop that answers the cancel; past this, a silent server no longer excuses 3/4/105.
 _CANCEL_CONFIRM_LIMIT_NS = 60 * 1_000_000_000
+# Wake-up coalescing (docs/wire-pump.md): a partial arriving within HOLD_GAP of the previous
+# one is handed over without waking the reader; the held wake-up is given when a poll comes
+# back empty, or once the oldest held event has waited HOLD_MAX. Paced streams (a gap above
+# HOLD_GAP), first events and terminals are handed over at once.
+_HOLD_GAP_NS = 300_000
+_HOLD_MAX_NS = 1_000_000
 
 
 class NnrpClientError(RuntimeError):
@@ -134,33 +140,17 @@ class Operation:
         # pump-thread state
         self._partials = 0
         self._last_result_sequence = 0
+        self._last_partial_ns = 0
         self._done_in_pump = False
 
     # --- async side ----------------------------------------------------------------------
     def __aiter__(self) -> AsyncIterator[ReceivedEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[ReceivedEvent]:
         if self._iterated:
             raise NnrpClientError(
                 f"operation {self.operation_id} can be iterated once; use .received"
             )
         self._iterated = True
-        deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        while True:
-            try:
-                item = self._chan.get_nowait()
-            except IndexError:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    await self._expire()
-                    return
-                with anyio.move_on_after(remaining):
-                    await self._chan.wait()
-                continue
-            if item is _DONE:
-                return
-            yield item
+        return _EventIterator(self)
 
     async def _expire(self) -> None:
         self._client._finish(
@@ -208,6 +198,53 @@ class Operation:
         )
 
 
+class _EventIterator:
+    """An operation's events as they arrive, until its terminal or its timeout.
+
+    A plain ``__anext__`` rather than an async generator with a cancel scope per wait: this
+    runs once per event, and the operation's deadline is one loop timer for the whole
+    iteration instead of one scope per wait.
+    """
+
+    __slots__ = ("_deadline", "_op", "_timer")
+
+    def __init__(self, op: Operation) -> None:
+        self._op = op
+        self._deadline = None if op.timeout is None else time.monotonic() + op.timeout
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __aiter__(self) -> _EventIterator:
+        return self
+
+    async def __anext__(self) -> ReceivedEvent:
+        op = self._op
+        chan = op._chan
+        while True:
+            try:
+                item = chan.get_nowait()
+            except IndexError:
+                if self._deadline is not None:
+                    if time.monotonic() >= self._deadline:
+                        self._stop_timer()
+                        await op._expire()
+                        raise StopAsyncIteration from None
+                    if self._timer is None:
+                        self._timer = op._client._loop.call_later(
+                            self._deadline - time.monotonic(), chan.wake_reader
+                        )
+                await chan.wait()
+                continue
+            if item is _DONE:
+                self._stop_timer()
+                raise StopAsyncIteration
+            return item
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
 class NnrpClient:
     """One nnrp-py connection and one session; async context manager."""
 
@@ -223,10 +260,15 @@ class NnrpClient:
         # stale frames (3/4/105 on poll) are expected until then, even after a local finish
         self._unconfirmed_cancels: dict[int, int] = {}
         self._finished: collections.OrderedDict[int, Operation] = collections.OrderedDict()
+        # operations whose reader has not been woken for events already handed over -> since (ns)
+        self._held: dict[Operation, int] = {}
         self._commands: collections.deque[tuple[str, Any, concurrent.futures.Future[Any]]] = (
             collections.deque()
         )
         self._wake = threading.Event()
+        # held around every native call on the session: by the pump, or by the loop thread
+        # for a submit made while the pump is idle (it then skips the hand-off to the pump)
+        self._native_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closing = False
         self._broken: str | None = None
@@ -359,11 +401,26 @@ class NnrpClient:
             raise NnrpClientError(f"nnrp-py refuses to build this submit: {exc}") from exc
         self._ops[op.frame_id] = op
         self._by_op_id[op.operation_id] = op
+        # An idle pump (nothing in flight, or between polls) lets the loop submit at once:
+        # handing the submit to the pump thread costs a thread wake-up on the critical path
+        # of the first event. Queued commands keep their order: they go first.
+        if not self._commands and self._native_lock.acquire(blocking=False):
+            try:
+                self._run_command("submit", (op, request))
+            except NativeRuntimeError as exc:
+                self._ops.pop(op.frame_id, None)
+                self._by_op_id.pop(op.operation_id, None)
+                raise NnrpClientError(f"submit of operation {ident}: {status_text(exc)}") from None
+            finally:
+                self._native_lock.release()
+            self._wake.set()
+            return op
         fut = self._command("submit", (op, request))
         try:
             await self._await(fut, 10.0, f"submit of operation {ident}")
         except NnrpClientError:
             self._ops.pop(op.frame_id, None)
+            self._by_op_id.pop(op.operation_id, None)
             raise
         return op
 
@@ -425,35 +482,24 @@ class NnrpClient:
     def _pump(self) -> None:
         consecutive_gone = 0
         while True:
-            while self._commands:
-                kind, arg, fut = self._commands.popleft()
-                if kind == "close":
-                    closed = self._close_session()
-                    if not fut.cancelled():
-                        fut.set_result(closed)
-                    self._fail_all("session closed")
-                    return
-                # A waiter that gave up has cancelled its future; the command still ran (or
-                # failed), and resolving a cancelled future must not kill the pump.
-                try:
-                    result = self._run_command(kind, arg)
-                except BaseException as exc:
-                    if not fut.cancelled():
-                        fut.set_exception(exc)
-                else:
-                    if not fut.cancelled():
-                        fut.set_result(result)
+            if self._commands:
+                with self._native_lock:
+                    if not self._run_commands():
+                        return
             self._check_cancel_grace()
             if not (self._ops or self._cancels_unconfirmed()) or self._broken:
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
                 continue
             try:
-                events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
+                with self._native_lock:
+                    events = self._session.poll_events_batch(max_events=1, timeout_ms=1)
                 consecutive_gone = 0
             except NativeWouldBlockError:
+                self._release_held(None)
                 continue
             except NativeInvalidStateError as exc:
+                self._release_held(None)
                 self._on_invalid_state(exc)
                 consecutive_gone += 1
                 if consecutive_gone > 64 and not self._cancels_unconfirmed():
@@ -461,12 +507,54 @@ class NnrpClient:
                     self._fail_all(self._broken)
                 continue
             except NativeRuntimeError as exc:
+                self._release_held(None)
                 self._broken = f"poll failed: {status_text(exc)}"
                 self._fail_all(self._broken)
                 continue
             now = time.perf_counter_ns()
             for ev in events:
                 self._route(ev, now)
+            if self._held:
+                self._release_held(now if events else None)
+
+    def _release_held(self, now: int | None) -> None:
+        """Give held wake-ups: all of them (``now`` None: the stream paused), or those held too long."""
+        if not self._held:
+            return
+        if now is None:
+            held, self._held = self._held, {}
+            for op in held:
+                op._chan.flush()
+            return
+        # insertion order is hold order: only the head can be due
+        while self._held:
+            op, since = next(iter(self._held.items()))
+            if now - since < _HOLD_MAX_NS:
+                break
+            del self._held[op]
+            op._chan.flush()
+
+    def _run_commands(self) -> bool:
+        """Run the queued commands (native lock held); False once the session is closed."""
+        while self._commands:
+            kind, arg, fut = self._commands.popleft()
+            if kind == "close":
+                closed = self._close_session()
+                if not fut.cancelled():
+                    fut.set_result(closed)
+                self._fail_all("session closed")
+                return False
+            # A waiter that gave up has cancelled its future; the command still ran (or
+            # failed), and resolving a cancelled future must not kill the pump.
+            try:
+                result = self._run_command(kind, arg)
+            except BaseException as exc:
+                if not fut.cancelled():
+                    fut.set_exception(exc)
+            else:
+                if not fut.cancelled():
+                    fut.set_result(result)
+        return True
 
     def _run_command(self, kind: str, arg: Any) -> Any:
         if kind == "submit":
@@ -645,7 +733,7 @@ class NnrpClient:
             ),
         )
         op.cancel_sent_at_ns = time.perf_counter_ns()
-        with contextlib.suppress(NativeRuntimeError):
+        with self._native_lock, contextlib.suppress(NativeRuntimeError):
             self._session.cancel(frame_id=op.frame_id)
         return True
 
@@ -699,7 +787,11 @@ class NnrpClient:
         op._partials += 1
         rec = ReceivedEvent("partial", now, "PARTIAL_RESULT", raw, event, err, meta)
         op.received.append(rec)
-        op._chan.put(rec)
+        hold = now - op._last_partial_ns < _HOLD_GAP_NS
+        op._last_partial_ns = now
+        op._chan.put(rec, wake=not hold)
+        if hold and op not in self._held:
+            self._held[op] = now
 
     def _on_result_push(self, op: Operation, ev: Any, now: int) -> None:
         md = ev.metadata.value

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -67,6 +68,22 @@ async def test_thousand_events_complete_and_ordered() -> None:
         assert [e.event["delta"] for e in partials] == [f"d{i}" for i in range(1000)]
         assert [e.metadata["result_sequence"] for e in partials] == list(range(1, 1001))
         assert op.terminal.event["type"] == contract.EV_COMPLETED
+        assert op.wire_findings == []
+
+
+async def test_burst_reaches_the_reader_before_the_stream_resumes() -> None:
+    """The client holds the reader's wake-up while a burst arrives; a pause must release it:
+    events never wait in the client for the next frame (here the terminal, 500 ms later)."""
+    async with NnrpServer(make_handler()) as srv, await NnrpClient.connect(srv.address) as client:
+        op = await client.submit(env({"mode": "burst_then_pause", "n": 200}), timeout=30)
+        read_at: list[int] = []
+        async for e in op:
+            if e.kind == "partial":
+                read_at.append(time.perf_counter_ns())
+        assert len(read_at) == 200 and op.terminal is not None
+        assert op.terminal.delivery == "result_push"
+        waited_ms = (op.terminal.received_at_ns - read_at[-1]) / 1e6
+        assert waited_ms > 250, f"the burst's last event reached the reader only {waited_ms:.1f} ms before the terminal"
         assert op.wire_findings == []
 
 

@@ -49,6 +49,12 @@ def make_handler(rec: Recorder | None = None, *, accept_abort: bool = True):  # 
                         await anyio.sleep(body["gap_ms"] / 1000)
                 if not body.get("no_terminal"):
                     yield {"type": contract.EV_COMPLETED, "body": {"n": body.get("n")}}
+            elif mode == "burst_then_pause":
+                # back-to-back events (the client holds their hand-off), then a long silence
+                for i in range(int(body.get("n", 50))):
+                    yield delta(i)
+                await anyio.sleep(body.get("pause_ms", 500) / 1000)
+                yield {"type": contract.EV_COMPLETED, "body": {"n": body.get("n")}}
             elif mode == "forever":
                 # keeps yielding whatever happens: the binding must stop emission itself
                 i = 0

@@ -123,11 +123,14 @@ def status_text(exc: NativeRuntimeError) -> str:
 
 
 class ThreadChannel:
-    """Unbounded-by-construction deque filled by a pump thread and drained by one async reader.
+    """Deque filled by a pump thread and drained by one async reader on the event loop.
 
-    Why: one ``call_soon_threadsafe`` per event costs a loop wake-up each; here the producer
-    only wakes the loop when the reader is actually waiting, so a burst costs one wake-up.
-    The producer bounds the content (max events per operation), not this class.
+    Why: a loop wake-up (self-pipe write, epoll return, pipe read, a loop iteration) costs
+    more than everything else the client does with an event. The producer wakes the loop
+    only when the reader is actually waiting, and it may hold the wake-up back
+    (``put(..., wake=False)`` then ``flush()``) while a burst is arriving, so a burst costs
+    a few wake-ups instead of one per event. The producer bounds the content (max events
+    per operation) and how long a wake-up is held, not this class.
     """
 
     __slots__ = ("_items", "_lock", "_loop", "_waiter")
@@ -138,9 +141,20 @@ class ThreadChannel:
         self._lock = threading.Lock()
         self._waiter: asyncio.Future[None] | None = None
 
-    def put(self, item: Any) -> None:
+    def put(self, item: Any, *, wake: bool = True) -> None:
         with self._lock:
             self._items.append(item)
+            if not wake:
+                return
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._loop.call_soon_threadsafe(_wake, waiter)
+
+    def flush(self) -> None:
+        """Wake the reader if it waits while items are held back."""
+        with self._lock:
+            if not self._items:
+                return
             waiter, self._waiter = self._waiter, None
         if waiter is not None:
             self._loop.call_soon_threadsafe(_wake, waiter)
@@ -149,8 +163,15 @@ class ThreadChannel:
         """Next item or raise IndexError."""
         return self._items.popleft()
 
+    def wake_reader(self) -> None:
+        """Wake a waiting reader with nothing new (loop thread only; e.g. its deadline passed)."""
+        with self._lock:
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     async def wait(self) -> None:
-        """Return once an item is available (possibly at once)."""
+        """Return once an item is available (possibly at once) or ``wake_reader`` is called."""
         with self._lock:
             if self._items:
                 return
@@ -159,12 +180,12 @@ class ThreadChannel:
         try:
             await waiter
         finally:
-            with self._lock:
-                if self._waiter is waiter:
-                    self._waiter = None
+            if self._waiter is waiter:
+                with self._lock:
+                    if self._waiter is waiter:
+                        self._waiter = None
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
