@@ -353,6 +353,46 @@ async def test_flat_out_streams_sharing_a_session_see_their_cancels_answered() -
         _stop(proc)
 
 
+async def test_bulk_stream_stays_complete_when_a_neighbour_is_cancelled() -> None:
+    """A fast stream is polled several frames at a time while a flat-out neighbour on the
+    same session is cancelled and its stale frames (3/4/105) drain. nnrp-py was seen to drop
+    a whole batch on a stale frame (notes §6.6), so bulk polls stop while a cancel is
+    unanswered; whatever the SDK does, the fast stream must arrive complete and in order."""
+    proc, addr = _spawn([str(Path(__file__).parent / "wire_handlers.py")])
+    try:
+        async with await NnrpClient.connect(addr) as client:
+            client.cancel_grace = 30.0
+            n = 3000
+            bulk = await client.submit(env({"mode": "stream", "n": n}), timeout=60)
+            victim = await client.submit(env({"mode": "forever", "gap_ms": 0}), timeout=60)
+            got: list[str] = []
+
+            async def read_bulk() -> None:
+                async for ev in bulk:
+                    if ev.kind == "partial":
+                        got.append(ev.event["delta"])
+
+            async def cancel_victim() -> None:
+                seen = 0
+                async for ev in victim:
+                    seen += ev.kind == "partial"
+                    if seen == 300:
+                        await victim.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_bulk)
+                tg.start_soon(cancel_victim)
+            assert client.bulk_polls > 0, "the fast stream was never polled in bulk"
+            assert got == [f"d{i}" for i in range(n)]
+            partials = [e for e in bulk.received if e.kind == "partial"]
+            assert [e.metadata["result_sequence"] for e in partials] == list(range(1, n + 1))
+            assert bulk.terminal.delivery == "result_push" and bulk.wire_findings == []
+            assert victim.terminal.outcome == contract.TERMINAL_CANCELLED
+            assert client._broken is None
+    finally:
+        _stop(proc)
+
+
 CLIENT_SCRIPT = """
 import anyio, sys
 from nnrp_conformance.client import NnrpClient
