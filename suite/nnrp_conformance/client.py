@@ -427,9 +427,7 @@ class NnrpClient:
             try:
                 self._run_command("submit", (op, request))
             except NativeRuntimeError as exc:
-                self._ops.pop(op.frame_id, None)
-                self._by_op_id.pop(op.operation_id, None)
-                _IN_FLIGHT.discard(op)
+                self._unregister(op)
                 raise NnrpClientError(f"submit of operation {ident}: {status_text(exc)}") from None
             finally:
                 self._native_lock.release()
@@ -439,11 +437,15 @@ class NnrpClient:
         try:
             await self._await(fut, 10.0, f"submit of operation {ident}")
         except NnrpClientError:
-            self._ops.pop(op.frame_id, None)
-            self._by_op_id.pop(op.operation_id, None)
-            _IN_FLIGHT.discard(op)
+            self._unregister(op)
             raise
         return op
+
+    def _unregister(self, op: Operation) -> None:
+        """Take the operation out of the in-flight tables (it ended, or never reached the wire)."""
+        self._ops.pop(op.frame_id, None)
+        self._by_op_id.pop(op.operation_id, None)
+        _IN_FLIGHT.discard(op)
 
     async def capabilities(self, *, timeout: float = 10.0) -> dict[str, Any]:
         """Run the discovery operation; returns the capability document."""
@@ -492,9 +494,7 @@ class NnrpClient:
         if terminal.received_at_ns is None:
             terminal.received_at_ns = time.perf_counter_ns()
         op.terminal = terminal
-        _IN_FLIGHT.discard(op)
-        self._ops.pop(op.frame_id, None)
-        self._by_op_id.pop(op.operation_id, None)
+        self._unregister(op)
         self._finished[op.frame_id] = op
         while len(self._finished) > 4096:
             self._finished.popitem(last=False)

@@ -317,6 +317,15 @@ async def test_cross_process_server() -> None:
         _stop(proc)
 
 
+async def _cancel_after_partials(op, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Read ``op`` to its end, sending a real cancel once ``n`` partials have arrived."""
+    seen = 0
+    async for ev in op:
+        seen += ev.kind == "partial"
+        if seen == n:
+            await op.cancel()
+
+
 async def test_flat_out_streams_sharing_a_session_see_their_cancels_answered() -> None:
     """Regression: a handler yielding as fast as the pump sends kept the pump from ever polling
     again, so the server never saw the cancel and streamed on until the client hung up. Cross-
@@ -332,16 +341,9 @@ async def test_flat_out_streams_sharing_a_session_see_their_cancels_answered() -
                     for _ in range(4)
                 ]
 
-                async def drive(op) -> None:  # type: ignore[no-untyped-def]
-                    seen = 0
-                    async for ev in op:
-                        seen += ev.kind == "partial"
-                        if seen == 20:
-                            await op.cancel()
-
                 async with anyio.create_task_group() as tg:
                     for op in ops:
-                        tg.start_soon(drive, op)
+                        tg.start_soon(_cancel_after_partials, op, 20)
                 assert [op.terminal.delivery for op in ops] == ["result_drop"] * 4, [
                     str(op.terminal) for op in ops
                 ]
@@ -372,16 +374,9 @@ async def test_bulk_stream_stays_complete_when_a_neighbour_is_cancelled() -> Non
                     if ev.kind == "partial":
                         got.append(ev.event["delta"])
 
-            async def cancel_victim() -> None:
-                seen = 0
-                async for ev in victim:
-                    seen += ev.kind == "partial"
-                    if seen == 300:
-                        await victim.cancel()
-
             async with anyio.create_task_group() as tg:
                 tg.start_soon(read_bulk)
-                tg.start_soon(cancel_victim)
+                tg.start_soon(_cancel_after_partials, victim, 300)
             assert client.bulk_polls > 0, "the fast stream was never polled in bulk"
             assert got == [f"d{i}" for i in range(n)]
             partials = [e for e in bulk.received if e.kind == "partial"]
