@@ -47,7 +47,7 @@ from nnrp.runtime import (
 from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
 
 from nnrp_conformance import contract
-from nnrp_conformance.wire import codec, nodelay
+from nnrp_conformance.wire import codec, lifetime, nodelay
 from nnrp_conformance.wire.codec import WireViolation
 from nnrp_conformance.wire.pump import (
     DETAIL_STALE_OR_GONE,
@@ -567,7 +567,7 @@ class NnrpServer:
         self.stats = {"sessions": 0, "operations": 0, "malformed": 0, "cancelled": 0, "timeouts": 0}
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._listen_cm: Any = None
+        self._listen_held: lifetime.Held | None = None
         self._native_server: Any = None
         self._accept_thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -585,8 +585,9 @@ class NnrpServer:
         self._loop = asyncio.get_running_loop()
         opts = server_options(self.endpoint)
         try:
-            self._listen_cm = listen_native_server(opts)
-            self._native_server = self._listen_cm.__enter__()
+            self._listen_held, self._native_server = lifetime.enter(
+                lambda: listen_native_server(opts), f"listener {self.endpoint.provider_uri}"
+            )
         except NativeRuntimeError as exc:
             raise OSError(
                 f"cannot listen on {self.endpoint.provider_uri}: {status_text(exc)}: {exc}"
@@ -608,8 +609,17 @@ class NnrpServer:
                 await self.aclose()
 
     async def aclose(self, *, timeout: float = 5.0) -> None:
+        """Stop serving: cancel what runs, wind the pumps down, close sessions and listener.
+
+        Shielded and bounded: a cancelled caller must not leave the listener to the garbage
+        collector, and every native close runs off the event loop (``wire.lifetime``).
+        """
         if self._native_server is None:
             return
+        with anyio.CancelScope(shield=True):
+            await self._aclose(timeout)
+
+    async def _aclose(self, timeout: float) -> None:
         self._stopping.set()
         for sess in list(self.sessions.values()):
             for op in list(sess.ops.values()):
@@ -627,20 +637,15 @@ class NnrpServer:
         deadline = time.monotonic() + timeout
         for sess in list(self.sessions.values()):
             await anyio.to_thread.run_sync(
-                sess.thread.join, max(0.0, deadline - time.monotonic()), abandon_on_cancel=True
+                sess.thread.join, max(0.0, deadline - time.monotonic())
             )
-            sess._close_native()
+            await anyio.to_thread.run_sync(sess._close_native)
         if self._accept_thread is not None:
             await anyio.to_thread.run_sync(
-                self._accept_thread.join,
-                max(0.1, deadline - time.monotonic()),
-                abandon_on_cancel=True,
+                self._accept_thread.join, max(0.1, deadline - time.monotonic())
             )
-        cm, self._listen_cm, self._native_server = self._listen_cm, None, None
-        try:
-            cm.__exit__(None, None, None)
-        except NativeRuntimeError as exc:
-            log.debug("server close: %s", status_text(exc))
+        held, self._listen_held, self._native_server = self._listen_held, None, None
+        await lifetime.aclose(held)
 
     # --- accept thread -------------------------------------------------------------------------
     def _accept_main(self) -> None:

@@ -39,7 +39,7 @@ from nnrp.native import (
 from nnrp.runtime import OperationState
 
 from nnrp_conformance import contract
-from nnrp_conformance.wire import codec, nodelay
+from nnrp_conformance.wire import codec, lifetime, nodelay
 from nnrp_conformance.wire.codec import RawFrame, WireViolation
 from nnrp_conformance.wire.pump import (
     DETAIL_STALE_OR_GONE,
@@ -262,7 +262,7 @@ class NnrpClient:
 
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._conn_cm: Any = None
+        self._conn_held: lifetime.Held | None = None
         self._conn: Any = None
         self._session: Any = None
         self._ids = itertools.count(1)
@@ -316,16 +316,15 @@ class NnrpClient:
         handover = threading.Lock()
 
         def enter() -> None:
-            cm = connect_native_client_connection(opts)
-            conn = cm.__enter__()
+            held, conn = lifetime.enter(
+                lambda: connect_native_client_connection(opts), f"client connection to {target}"
+            )
             with handover:
                 if not gave_up.is_set():
-                    self._conn_cm, self._conn = cm, conn
+                    self._conn_held, self._conn = held, conn
                     return
-            # The caller timed out and went on: close it here. Left to the garbage collector,
-            # nnrp-py's close runs in a finalizer and can block the process at exit for good.
-            with contextlib.suppress(Exception):
-                cm.__exit__(None, None, None)
+            # The caller timed out and went on: close it here, on this (blocking) thread.
+            lifetime.close_blocking(held)
 
         try:
             with anyio.fail_after(connect_timeout):
@@ -346,6 +345,12 @@ class NnrpClient:
         except OSError as exc:
             await self._drop_connection()
             raise NnrpClientError(f"connect to {target}: {exc}") from None
+        except BaseException:
+            # cancelled from outside: the connect thread may still hand a connection over
+            with handover:
+                gave_up.set()
+            await self._drop_connection()
+            raise
         if endpoint.transport in ("tcp", "websocket"):
             nodelay.apply_nodelay()
         self._thread = threading.Thread(
@@ -361,31 +366,37 @@ class NnrpClient:
         await self.aclose()
 
     async def _drop_connection(self) -> None:
-        if self._conn_cm is not None:
-            cm, self._conn_cm = self._conn_cm, None
-            with contextlib.suppress(Exception):
-                await anyio.to_thread.run_sync(
-                    cm.__exit__, None, None, None, abandon_on_cancel=True
-                )
+        held, self._conn_held = self._conn_held, None
+        await lifetime.aclose(held)
 
     async def aclose(self, *, timeout: float = 5.0) -> None:
-        """Close the session (waits for the server's ack, bounded) and the connection."""
+        """Close the session (waits for the server's ack, bounded) and the connection.
+
+        Shielded and bounded (about 2 x ``timeout`` + the connection's close bound): a caller
+        cancelled mid-close (a failing task group, a timed-out test) must still close the
+        connection explicitly, or it is left to the garbage collector (see ``wire.lifetime``).
+        """
         if self._closing:
             return
         self._closing = True
-        for op in list(self._ops.values()):
-            self._finish(
-                op,
-                Terminal(
-                    "transport_error", None, detail="client closed with the operation in flight"
-                ),
-            )
-        if self._thread is not None:
-            fut = self._command("close", None)
-            with contextlib.suppress(NnrpClientError):
-                await self._await(fut, timeout, "session close")
-            await anyio.to_thread.run_sync(self._thread.join, timeout, abandon_on_cancel=True)
-        await self._drop_connection()
+        with anyio.CancelScope(shield=True):
+            try:
+                for op in list(self._ops.values()):
+                    self._finish(
+                        op,
+                        Terminal(
+                            "transport_error",
+                            None,
+                            detail="client closed with the operation in flight",
+                        ),
+                    )
+                if self._thread is not None:
+                    fut = self._command("close", None)
+                    with contextlib.suppress(NnrpClientError):
+                        await self._await(fut, timeout, "session close")
+                    await anyio.to_thread.run_sync(self._thread.join, timeout)
+            finally:
+                await self._drop_connection()
 
     # --- operations --------------------------------------------------------------------------
     async def submit(
