@@ -21,6 +21,9 @@ class Recorder:
         self.aborts: list[Any] = []
         self.started: list[int] = []
         self.finished: list[int] = []
+        # burst_then_gate: the test opens the gate once its reader has seen the whole burst
+        self.gate = anyio.Event()
+        self.gate_timed_out: bool | None = None
 
 
 def make_handler(rec: Recorder | None = None, *, accept_abort: bool = True):  # type: ignore[no-untyped-def]
@@ -54,6 +57,15 @@ def make_handler(rec: Recorder | None = None, *, accept_abort: bool = True):  # 
                 for i in range(int(body.get("n", 50))):
                     yield delta(i)
                 await anyio.sleep(body.get("pause_ms", 500) / 1000)
+                yield {"type": contract.EV_COMPLETED, "body": {"n": body.get("n")}}
+            elif mode == "burst_then_gate":
+                # back-to-back events, then nothing until the reader has seen all of them:
+                # a client that held the last hand-off until the next frame never opens the gate
+                for i in range(int(body.get("n", 50))):
+                    yield delta(i)
+                with anyio.move_on_after(body.get("gate_s", 10)) as scope:
+                    await rec.gate.wait()
+                rec.gate_timed_out = scope.cancelled_caught
                 yield {"type": contract.EV_COMPLETED, "body": {"n": body.get("n")}}
             elif mode == "forever":
                 # keeps yielding whatever happens: the binding must stop emission itself
