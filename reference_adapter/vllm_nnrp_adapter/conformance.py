@@ -30,7 +30,6 @@ from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE_ROOT = Path(os.environ.get("NNRP_CACHE", Path.home() / ".cache" / "nnrp-conformance"))
-VLLM_CACHE = Path(os.environ.get("NNRP_VLLM_CACHE", CACHE_ROOT / "vllm"))
 TINY_MODEL_NAME = "tiny-model"
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 
@@ -76,7 +75,8 @@ def vllm_python(version: str | None = None, *, build: bool = True) -> str:
             return sys.executable
         except ImportError:
             version = CURRENT_LINE_TESTED
-    venv_python = VLLM_CACHE / version / "bin" / "python"
+    # scripts/vllm-venv: a venv of this checkout over a shared, content-keyed base venv
+    venv_python = REPO_ROOT / ".vllm-venvs" / version / "bin" / "python"
     builder = REPO_ROOT / "scripts" / "vllm-venv"
     if build and builder.is_file():
         # The builder is idempotent: it returns at once when the venv is complete.
