@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -214,7 +215,16 @@ class AdapterProcess:
         else:
             raise ValueError(f"startup_path must be one of {STARTUP_PATHS}")
         env.update(self.extra_env)
+        # vLLM's front end and engine core talk over ZMQ IPC sockets in VLLM_RPC_BASE_PATH
+        # (default: /tmp); a killed engine leaves them behind. Ours go in our own folder.
+        env.setdefault("VLLM_RPC_BASE_PATH", str(self._rpc_dir()))
         return cmd, env
+
+    def _rpc_dir(self) -> Path:
+        assert self._tmp is not None, "start() makes the folder"
+        path = self._tmp / "rpc"
+        path.mkdir(exist_ok=True)
+        return path
 
     def start(self) -> AdapterProcess:
         self._tmp = Path(tempfile.mkdtemp(prefix="vllm-nnrp-"))
@@ -274,9 +284,12 @@ class AdapterProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
+        pids = _process_tree(proc.pid)
         code = stop_process_group(proc, timeout)
+        remove_leftovers(pids)
         if self._tmp is not None:
             (self._tmp / "ready.json").unlink(missing_ok=True)
+            shutil.rmtree(self._tmp / "rpc", ignore_errors=True)
         return code
 
     def __enter__(self) -> AdapterProcess:
@@ -300,6 +313,22 @@ def stop_process_group(proc: subprocess.Popen, timeout: float = 60.0) -> int | N
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     return proc.returncode
+
+
+def remove_leftovers(pids: Sequence[int]) -> list[Path]:
+    """Remove the shared-memory files our stopped processes registered and could not remove.
+
+    The Intel OpenMP runtime (preloaded for vLLM's CPU worker) registers each process as
+    ``/dev/shm/__KMP_REGISTERED_LIB_<pid>_<n>`` and removes it only at a clean exit; a
+    killed engine core leaves it. Only files named after our own, now stopped, pids go.
+    """
+    removed = []
+    for pid in pids:
+        for path in Path("/dev/shm").glob(f"__KMP_REGISTERED_LIB_{pid}_*"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def listening_tcp_ports(pid: int) -> set[int]:
