@@ -129,6 +129,7 @@ def _run(defect: str | None, tmp: Path) -> Run:
     return Run(defect, code, rules, time.monotonic() - t0, text)
 
 
+@pytest.mark.timeout(900)  # ~26 endpoint runs, each bounded by RUN_LIMIT_S, 4 at a time
 def test_kill_rate(tmp_path: Path) -> None:
     names = sorted(DEFECTS)
     with ThreadPoolExecutor(max_workers=4) as pool:
