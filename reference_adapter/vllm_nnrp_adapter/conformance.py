@@ -122,10 +122,12 @@ def engine_environment(python: str) -> dict[str, str]:
     return env
 
 
-def tiny_model(python: str, dest: Path | None = None) -> Path:
+def tiny_model(python: str, dest: Path | None = None, *, max_position_embeddings: int = 512) -> Path:
+    """Build (or reuse) the tiny local model in ``dest`` with ``python`` (a vLLM venv)."""
     dest = dest or CACHE_ROOT / "models" / "tiny-llama"
     subprocess.run(
-        [python, "-m", "vllm_nnrp_adapter.tiny_model", str(dest)],
+        [python, "-m", "vllm_nnrp_adapter.tiny_model", str(dest),
+         "--max-position-embeddings", str(max_position_embeddings)],
         check=True,
         env=engine_environment(python),
         stdout=subprocess.DEVNULL,
@@ -279,6 +281,18 @@ class AdapterProcess:
         if not self._proc:
             return {}
         return {pid: listening_tcp_ports(pid) for pid in _process_tree(self._proc.pid)}
+
+    def engine_core_pid(self) -> int:
+        """The pid of vLLM's engine-core process under the adapter (for fault tests)."""
+        if not self._proc:
+            raise ConformanceSetupError("the adapter is not running")
+        for pid in _process_tree(self._proc.pid):
+            with contextlib.suppress(OSError):
+                if b"EngineCore" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return pid
+                if "EngineCor" in Path(f"/proc/{pid}/comm").read_text():
+                    return pid
+        raise ConformanceSetupError("no vLLM engine-core process under the adapter")
 
     def stop(self, timeout: float = 60.0) -> int | None:
         proc, self._proc = self._proc, None

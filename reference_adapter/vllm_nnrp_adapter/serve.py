@@ -132,10 +132,48 @@ async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -
     ):
         print(f"LISTENING {info['address']}", flush=True)
         task_status.started(info)
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                log.info("received %s: shutting down", signal.Signals(signum).name)
-                break
+        engine_died = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_until_signal, tg.cancel_scope)
+            tg.start_soon(_watch_engine, backend, tg.cancel_scope, engine_died)
+        if engine_died.is_set():
+            raise EngineDied("the vLLM engine died while serving (its engine-core process is gone)")
+
+
+class EngineDied(RuntimeError):
+    """vLLM's engine died under the adapter; the process exits with ``EXIT_ENGINE_DIED``."""
+
+
+#: exit status of ``vllm-nnrp serve`` when the engine died while serving (docs/operator-guide.md)
+EXIT_ENGINE_DIED = 5
+#: how often the engine's health is looked at, and how long in-flight operations get to end
+#: with their own ``backend_error`` before the server closes under them
+ENGINE_WATCH_INTERVAL_S = 0.5
+ENGINE_DEATH_GRACE_S = 1.0
+
+
+async def _until_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s: shutting down", signal.Signals(signum).name)
+            break
+    scope.cancel()
+
+
+async def _watch_engine(backend: Any, scope: anyio.CancelScope, died: anyio.Event) -> None:
+    """End serving when the engine dies: an adapter without an engine must not look alive.
+
+    vLLM's own HTTP server does the same (it exits when its engine client errors). The
+    operations in flight end first with ``backend_error`` (vLLM raises EngineDeadError into
+    each of them); new submits meanwhile get the same error; then the listener closes and the
+    process exits with ``EXIT_ENGINE_DIED``.
+    """
+    while await backend.health():
+        await anyio.sleep(ENGINE_WATCH_INTERVAL_S)
+    log.error("vllm-nnrp: the vLLM engine died; closing the NNRP listener and exiting")
+    died.set()
+    await anyio.sleep(ENGINE_DEATH_GRACE_S)
+    scope.cancel()
 
 
 def run_serve(config: ServeConfig) -> int:
@@ -143,6 +181,9 @@ def run_serve(config: ServeConfig) -> int:
 
     try:
         anyio.run(serve, config)
+    except EngineDied as exc:
+        print(f"vllm-nnrp: {exc}", file=sys.stderr)
+        return EXIT_ENGINE_DIED
     except UnsupportedVllmVersion as exc:
         print(f"vllm-nnrp: {exc}", file=sys.stderr)
         return 3
