@@ -104,31 +104,30 @@ async def seconds_to_count(client: NnrpClient, want: int, since: float, limit: f
     return float("inf")
 
 
-def engine_core_pid(adapter: AdapterProcess) -> int:
-    from vllm_nnrp_adapter.conformance import _process_tree
-
-    assert adapter.pid is not None
-    for pid in _process_tree(adapter.pid):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            comm = Path(f"/proc/{pid}/comm").read_text()
-        except OSError:
-            continue
-        if b"EngineCore" in cmdline or "EngineCor" in comm:
-            return pid
-    raise AssertionError("no vLLM engine-core process under the adapter")
-
-
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def engine_cpu_over(adapter: AdapterProcess, seconds: float = 1.0) -> float:
-    pid = engine_core_pid(adapter)
-    before = cpu_seconds(pid)
-    await anyio.sleep(seconds)
-    return cpu_seconds(pid) - before
+async def engine_goes_idle(adapter: AdapterProcess, windows: int = 3) -> list[float]:
+    """The engine core's CPU seconds in consecutive 1 s windows, until one is idle (< 0.3 s).
+
+    A generation still running keeps every window near a full core; one idle window within
+    ``windows`` seconds shows the engine itself stopped (a single window can catch the tail
+    of the engine's own bookkeeping on a loaded machine)."""
+    pid = adapter.engine_core_pid()
+    seen: list[float] = []
+    for _ in range(windows):
+        before = cpu_seconds(pid)
+        await anyio.sleep(1.0)
+        seen.append(cpu_seconds(pid) - before)
+        if seen[-1] < 0.3:
+            break
+    return seen
+
+
+def assert_idle(seen: list[float]) -> None:
+    assert seen[-1] < 0.3, f"the engine core kept working after the abort: CPU s per 1 s window {seen}"
 
 
 async def running_stream(client: NnrpClient, partials: int = 20):  # type: ignore[no-untyped-def]
@@ -159,7 +158,7 @@ async def test_client_cancel_aborts_the_engine_request(adapter, vllm_env) -> Non
         term = await op.result()
         assert term.outcome == contract.TERMINAL_CANCELLED, term
         check_abort("client cancel", vllm_env["version"], latency, (MAX_TOKENS - len(op.received)) / rate)
-        assert await engine_cpu_over(adapter) < 0.3, "the engine core kept working after the abort"
+        assert_idle(await engine_goes_idle(adapter))
 
 
 async def test_session_close_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
@@ -177,7 +176,7 @@ async def test_session_close_aborts_every_engine_request(adapter, vllm_env) -> N
         await client.aclose()  # SESSION_CLOSE with three generations in flight
         latency = await seconds_to_count(observer, 0, t0)
         check_abort("session close", vllm_env["version"], latency, (MAX_TOKENS - received) / rate)
-        assert await engine_cpu_over(adapter) < 0.3
+        assert_idle(await engine_goes_idle(adapter))
 
 
 async def test_timeout_ms_aborts_the_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
@@ -189,7 +188,7 @@ async def test_timeout_ms_aborts_the_engine_request(adapter, vllm_env) -> None: 
         rate = len(op.received) / 1.5
         latency = await seconds_to_count(client, 0, t0)
         check_abort("timeout_ms", vllm_env["version"], latency, (MAX_TOKENS - len(op.received)) / max(rate, 1))
-        assert await engine_cpu_over(adapter) < 0.3
+        assert_idle(await engine_goes_idle(adapter))
 
 
 _KILLED_CLIENT = textwrap.dedent("""
@@ -242,6 +241,7 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     rng = random.Random(16)
     deadline = time.monotonic() + STORM_SECONDS
     tally = {"ops": 0, "cancelled": 0, "disconnected": 0, "after_terminal": 0, "other": 0}
+    anomalies: list[str] = []
     bad = ("wire.frame_after_terminal", "wire.partial_after_cancel", "wire.result_after_cancel")
 
     async def lane(n: int) -> None:
@@ -266,9 +266,14 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
                             await op.cancel()
                     term = op.terminal
                     assert term is not None
+                    late = [f for f in op.wire_findings if f["rule"] in bad]
                     tally["cancelled"] += term.outcome == contract.TERMINAL_CANCELLED
-                    tally["other"] += term.outcome not in (contract.TERMINAL_CANCELLED, contract.TERMINAL_SUCCESS)
-                    tally["after_terminal"] += len([f for f in op.wire_findings if f["rule"] in bad])
+                    odd = term.outcome not in (contract.TERMINAL_CANCELLED, contract.TERMINAL_SUCCESS)
+                    tally["other"] += odd
+                    tally["after_terminal"] += len(late)
+                    if odd or late:
+                        anomalies.append(f"op {op.operation_id} (stop after {stop_after}, got {n_ev}): "
+                                         f"{term.delivery} {term.outcome} {term.event!r} {term.detail!r} {late}")
             finally:
                 await client.aclose()
 
@@ -278,6 +283,7 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     async with await NnrpClient.connect(adapter.address) as observer:
         leftover = await seconds_to_count(observer, 0, time.monotonic())
     print(f"\ncancel storm on vLLM {vllm_env['version']}: {tally}; engine empty after {leftover:.3f} s")
-    assert tally["after_terminal"] == 0 and tally["other"] == 0, tally
+    print("\n".join(anomalies))
+    assert tally["after_terminal"] == 0 and tally["other"] == 0, anomalies
     assert tally["ops"] >= 16 and tally["cancelled"] > 0 and tally["disconnected"] > 0, tally
     assert leftover <= ABORT_BOUND_S, f"orphan engine requests {leftover} s after the storm"
