@@ -9,7 +9,7 @@ Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.de
 ``event.schema``, ``terminal.exactly-once``, ``terminal.kind``, ``terminal.after``,
 ``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``usage.at-most-once``,
 ``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
-``cancel.not-sent``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
+``cancel.not-sent``, ``cancel.unanswered``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
 ``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``.
 Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
 (``capability.document``, ``capability.agreement``), ``usage-shape`` (``usage.shape``),
@@ -554,6 +554,18 @@ def check_nonstreaming(ctx: _Ctx) -> None:
 def check_cancel(ctx: _Ctx) -> None:
     case, obs = ctx.case, ctx.obs
     after = case.cancel_after_events
+    if obs.cancelled_at_index is not None and obs.terminal_kind is None \
+            and not obs.extra.get("flooded"):
+        # Only the endpoint's own terminal answers a cancel: a drop or a push with
+        # response.cancelled. nnrp-py's local lifecycle CANCELLED is ours, not proof.
+        local = " (the client's local lifecycle CANCELLED is not the endpoint's answer)" \
+            if obs.extra.get("local_cancelled") else ""
+        ctx.fail("cancel.unanswered", "the server never answered the cancel: no "
+                 "RESULT_DROP_REASON and no response.cancelled for the frame within the case "
+                 f"limit ({obs.extra.get('timeout_s')}s){local}",
+                 expected="the endpoint's terminal for the cancelled frame",
+                 seen=obs.extra.get("delivery") or "nothing",
+                 spec=f"{SPEC} §3 cancellation: the cancel ends the operation exactly once")
     if after is not None and obs.cancelled_at_index is None and after > 0:
         ctx.fail("cancel.not-sent", f"the operation ended after {len(obs.events)} event(s), "
                  f"before the cancel point ({after}): cancellation was not exercised",
@@ -588,6 +600,8 @@ def check_timeout(ctx: _Ctx) -> None:
                      "max_events"), seen=len(obs.events), spec=f"{SPEC} §3 terminal")
         return
     if obs.timed_out and obs.terminal_kind is None:
+        if obs.cancelled_at_index is not None:
+            return  # the cancel was sent: cancel.unanswered names the cause
         if not obs.events:
             ctx.fail("timeout.silence", "no event and no terminal before the case timeout",
                      expected="events then one terminal", seen="silence",

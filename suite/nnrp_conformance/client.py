@@ -39,6 +39,7 @@ from nnrp.native import (
 from nnrp.runtime import OperationState
 
 from nnrp_conformance import contract
+from nnrp_conformance.terminals import terminal_kind_of
 from nnrp_conformance.wire import codec, nodelay
 from nnrp_conformance.wire.codec import RawFrame, WireViolation
 from nnrp_conformance.wire.pump import (
@@ -108,14 +109,8 @@ class Terminal:
 
     @property
     def outcome(self) -> str | None:
-        """The profile terminal kind (contract.TERMINAL_*) this delivery amounts to, if any."""
-        if self.delivery in ("local_cancelled", "result_drop") and (
-            self.event is None or self.event.get("type") == contract.EV_CANCELLED
-        ):
-            return contract.TERMINAL_CANCELLED
-        if self.event is None:
-            return contract.TERMINAL_SUCCESS if self.delivery == "result_push" else None
-        return {v: k for k, v in contract.TERMINAL_EVENT_FOR.items()}.get(self.event.get("type"))
+        """The profile terminal kind this delivery amounts to (the one rule: terminals.py)."""
+        return terminal_kind_of(self)
 
 
 _DONE = object()
@@ -165,16 +160,19 @@ class Operation:
         return _EventIterator(self)
 
     async def _expire(self) -> None:
-        self._client._finish(
-            self,
-            Terminal(
-                "timeout",
-                None,
-                detail=(
-                    f"no terminal within {self.timeout:.3f}s; a FRAME_CANCEL was sent and later results are findings"
-                ),
-            ),
-        )
+        if self.cancel_sent_at_ns is not None:
+            # The client's own lifecycle CANCELLED (if any) is local: only the endpoint's
+            # drop or response.cancelled answers a cancel (docs/verdicts.md#cancel).
+            detail = (
+                f"the endpoint never answered the cancel: no RESULT_DROP_REASON and no "
+                f"response.cancelled for the frame within the operation's {self.timeout:.3f}s"
+            )
+        else:
+            detail = (
+                f"no terminal within {self.timeout:.3f}s; a FRAME_CANCEL was sent and later "
+                f"results are findings"
+            )
+        self._client._finish(self, Terminal("timeout", None, detail=detail))
         if self.cancel_sent_at_ns is None:
             with contextlib.suppress(NnrpClientError):
                 await self.cancel()
@@ -660,8 +658,11 @@ class NnrpClient:
             return
         now = time.perf_counter_ns()
         for op in list(self._ops.values()):
+            # An operation with a deadline waits for the endpoint's own answer until then;
+            # the grace only bounds operations submitted without one.
             if (
-                op.local_cancelled_at_ns is not None
+                op.timeout is None
+                and op.local_cancelled_at_ns is not None
                 and now - op.local_cancelled_at_ns > self.cancel_grace * 1e9
             ):
                 op._done_in_pump = True

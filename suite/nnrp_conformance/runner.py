@@ -7,12 +7,9 @@ when ``request.cancel.after_events`` says so, recording the :class:`Observation`
 and asking :func:`~nnrp_conformance.checks.judge` for the verdict. Endpoint misbehaviour
 never raises: it becomes a failed :class:`CaseResult` with findings.
 
-Terminal mapping (client delivery -> logical terminal): ``result_push`` -> the kind of its
-profile event (``response.completed`` or an empty push -> success, ``response.error`` ->
-error, ``response.cancelled`` -> cancelled; no event and an error status -> error);
-``result_drop`` with ``PEER_CANCELLED`` or carrying ``response.cancelled`` -> cancelled,
-any other drop -> error; ``local_cancelled`` -> cancelled; ``timeout`` and
-``transport_error`` -> no terminal.
+Terminal mapping (client delivery -> logical terminal): :mod:`nnrp_conformance.terminals`,
+the one place that decides it. Only frames the endpoint sent count: the client's local
+lifecycle ``CANCELLED`` after our own cancel is evidence, never a terminal.
 
 Upstream case results require ``terminal`` to be success, error or cancelled. A case whose
 operation never ended (timeout, transport loss, flood) is reported with ``terminal: "error"``
@@ -34,6 +31,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks import Finding, Observation, Verdict, judge
+from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
@@ -167,41 +165,6 @@ def payload_of(case: PlannedCase) -> tuple[dict[str, Any] | bytes, list[Any] | N
     return payload, frames
 
 
-def _drop_is_cancel(reason: Any) -> bool:
-    if isinstance(reason, int) and not isinstance(reason, bool):
-        return reason == contract.WIRE_DROP_PEER_CANCELLED
-    name = str(getattr(reason, "name", reason) or "").lower()
-    return name in ("peer_cancelled", "3") or name.endswith("peer_cancelled")
-
-
-def terminal_kind_of(terminal: Any) -> str | None:
-    """The logical terminal of a client ``Terminal`` (mapping: module doc)."""
-    if terminal is None:
-        return None
-    delivery = getattr(terminal, "delivery", None)
-    event = getattr(terminal, "event", None)
-    etype = event.get("type") if isinstance(event, dict) else None
-    if delivery == "result_push":
-        if etype == contract.EV_ERROR:
-            return contract.TERMINAL_ERROR
-        if etype == contract.EV_CANCELLED:
-            return contract.TERMINAL_CANCELLED
-        if etype == contract.EV_COMPLETED:
-            return contract.TERMINAL_SUCCESS
-        status = getattr(terminal, "status_code", None)
-        if isinstance(status, int) and status >= contract.WIRE_STATUS_ERROR:
-            return contract.TERMINAL_ERROR
-        return contract.TERMINAL_SUCCESS
-    if delivery == "result_drop":
-        if etype == contract.EV_CANCELLED or _drop_is_cancel(getattr(terminal, "drop_reason",
-                                                                     None)):
-            return contract.TERMINAL_CANCELLED
-        return contract.TERMINAL_ERROR
-    if delivery == "local_cancelled":
-        return contract.TERMINAL_CANCELLED
-    return None
-
-
 # --- running ------------------------------------------------------------------------------
 
 
@@ -230,6 +193,7 @@ async def run_case(client: Any, case: PlannedCase, *,
     t0 = time.perf_counter_ns()
     obs = Observation()
     extra = obs.extra
+    extra["timeout_s"] = timeout_s
     first_ns: int | None = None
     terminal_ns: int | None = None
     cancel_ns: int | None = None
@@ -310,6 +274,7 @@ async def run_case(client: Any, case: PlannedCase, *,
         "events_after_cancel": extra.get("events_after_cancel", 0),
         "late_events": len(extra.get("late_events") or ()),
         "timed_out": obs.timed_out,
+        "cancel": extra.get("cancel"),
         "timeout_s": timeout_s,
         "frames": _frame_summary(obs.raw_events),
         "wire_findings": list(obs.wire_findings),
@@ -356,11 +321,31 @@ def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> Non
             seen_terminal = True
     if late:
         extra["late_events"] = late
+    extra["local_cancelled"] = getattr(op, "local_cancelled_at_ns", None) is not None
     if cancel_ns is not None:
+        extra["cancel"] = _cancel_evidence(op, term, cancel_ns)
         extra["events_after_cancel"] = sum(
             1 for ev in received
             if ev.kind == "partial" and isinstance(ev.received_at_ns, int)
             and ev.received_at_ns > cancel_ns)
+
+
+def _cancel_evidence(op: Any, term: Any, cancel_ns: int) -> dict[str, Any]:
+    """What the wire let the client see after its cancel (docs/verdicts.md#cancel)."""
+    local = getattr(op, "local_cancelled_at_ns", None)
+    answered = term is not None and term.delivery in DELIVERIES_FROM_ENDPOINT
+    diag = (getattr(term, "diagnostics", None) or {}) if answered else {}
+    cancellation = diag.get("cancellation") if isinstance(diag, dict) else None
+    return {
+        "answered_by": term.delivery if answered else None,
+        "answer_ms": _ms(getattr(term, "received_at_ns", None), cancel_ns) if answered else None,
+        "local_lifecycle_cancelled_ms": _ms(local, cancel_ns),
+        # frames nnrp-py refused to hand over after the cancel (3/4/105 on poll): counted,
+        # never read, and not attributable to an operation when several were cancelled
+        "stale_frames_after_cancel": getattr(op, "stale_after_cancel", 0),
+        "endpoint_events_sent": (cancellation or {}).get("events_sent")
+        if isinstance(cancellation, dict) else None,
+    }
 
 
 def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:

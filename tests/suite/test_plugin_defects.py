@@ -20,7 +20,7 @@ DEFECT_RULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "wrong-order": ("tool-call-delta", ("order.tool-call",)),
     "missing-terminal": (_STREAM, ("timeout.no-terminal",)),
     "two-terminals": (_STREAM, ("terminal.exactly-once", "terminal.after")),
-    "late-event-after-cancel": ("cancel.client", ("cancel.late-event",
+    "late-event-after-cancel": ("cancel.client", ("cancel.late-event", "cancel.unanswered",
                                                   "wire.result_after_cancel")),
     "bad-error-body": ("openai-compatible and invalid-body", ("error.body",)),
     "wrong-usage-fields": ("usage-shape", ("usage.shape", "event.schema")),
