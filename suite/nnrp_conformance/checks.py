@@ -602,13 +602,20 @@ def check_timeout(ctx: _Ctx) -> None:
     if obs.timed_out and obs.terminal_kind is None:
         if obs.cancelled_at_index is not None:
             return  # the cancel was sent: cancel.unanswered names the cause
+        extra = obs.extra
+        if extra.get("expired_by") == "idle":
+            limit = f"nothing from the endpoint for the idle limit ({extra.get('idle_timeout_s')}s)"
+        else:
+            limit = f"the case limit ({extra.get('timeout_s')}s) passed"
         if not obs.events:
-            ctx.fail("timeout.silence", "no event and no terminal before the case timeout",
+            ctx.fail("timeout.silence", f"no event and no terminal: {limit}",
                      expected="events then one terminal", seen="silence",
                      spec=f"{SPEC} §3 terminal (the operation ends exactly once)")
         else:
-            ctx.fail("timeout.no-terminal", f"{len(obs.events)} event(s), then no terminal "
-                     f"before the case timeout", expected="one terminal",
+            last = extra.get("last_frame") or {}
+            ctx.fail("timeout.no-terminal", f"{len(obs.events)} event(s), then no terminal: "
+                     f"{limit} (last frame: {last.get('message_type')} at "
+                     f"{last.get('after_submit_ms')} ms)", expected="one terminal",
                      seen=f"{len(obs.events)} events", spec=f"{SPEC} §3 terminal")
 
 
@@ -757,3 +764,4 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
         message = f"{case.id}: {n} event(s), terminal {obs.terminal_kind}"
         outcome = contract.OUTCOME_PASSED
     return Verdict(outcome, obs.terminal_kind, findings, message)
+

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CASE_TIMEOUT_S",
+    "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_MAX_EVENTS",
     "CaseResult",
     "case_results_document",
@@ -46,10 +47,14 @@ __all__ = [
     "run_case",
     "skipped_result",
     "terminal_kind_of",
+    "unresponsive_result",
 ]
 
 #: per-case limit; a cold CPU vLLM needs ~15-20 s for its first request
 DEFAULT_CASE_TIMEOUT_S = 60.0
+#: idle limit: no frame from the endpoint for this long while an operation is open ends the
+#: case (above a cold CPU vLLM's 15-19 s before its first token; docs/verdicts.md#bounds)
+DEFAULT_IDLE_TIMEOUT_S = 25.0
 #: partial events accepted for one operation before the suite calls it a flood and cancels
 DEFAULT_MAX_EVENTS = 20_000
 #: the client's wire finding for an operation that exceeded its event cap
@@ -131,6 +136,22 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
+def unresponsive_result(case: PlannedCase, why: str) -> CaseResult:
+    """A case failed at once by the run-level rule: the endpoint stopped answering."""
+    finding = Finding("endpoint.unresponsive", why, expected="frames from the endpoint",
+                      seen="nothing", spec=f"{contract.SCHEMA_VERSION} §3 terminal "
+                      "(every operation ends exactly once)")
+    verdict = Verdict(contract.OUTCOME_FAILED, None, [finding], f"{case.id}: 1 finding(s): "
+                      f"{finding}")
+    return CaseResult(
+        id=case.id, outcome=contract.OUTCOME_FAILED, terminal=None, verdict=verdict, events=[],
+        duration_s=0.0, started_at=_now(), level=case.level, status=case.status,
+        selection=case.selection, reason=case.reason,
+        diagnostics={"expected_terminal": case.expected_terminal, "operation": case.operation,
+                     "not_run": "endpoint unresponsive"},
+    )
+
+
 def skipped_result(case: PlannedCase) -> CaseResult:
     """The result of a case the plan did not select (not claimed, informational, …)."""
     reason = case.reason or f"not selected ({case.selection})"
@@ -184,7 +205,8 @@ async def run_case(client: Any, case: PlannedCase, *,
                    timeout: float | None = DEFAULT_CASE_TIMEOUT_S,
                    manifest: Manifest | None = None,
                    capability_document: dict[str, Any] | None = None,
-                   max_events: int = DEFAULT_MAX_EVENTS) -> CaseResult:
+                   max_events: int = DEFAULT_MAX_EVENTS,
+                   idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S) -> CaseResult:
     """Run ``case`` once over ``client`` and judge it (it runs even if not selected; callers
     decide about skipping). Never raises for endpoint misbehaviour."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
@@ -194,6 +216,8 @@ async def run_case(client: Any, case: PlannedCase, *,
     obs = Observation()
     extra = obs.extra
     extra["timeout_s"] = timeout_s
+    idle_s = idle_timeout if idle_timeout is not None and idle_timeout < timeout_s else None
+    extra["idle_timeout_s"] = idle_s
     first_ns: int | None = None
     terminal_ns: int | None = None
     cancel_ns: int | None = None
@@ -209,7 +233,7 @@ async def run_case(client: Any, case: PlannedCase, *,
         with anyio.move_on_after(timeout_s + _GRACE_S) as scope:
             try:
                 op = await client.submit(payload, timeout=timeout_s, frames=frames,
-                                         max_events=max_events + 1)
+                                         max_events=max_events + 1, idle_timeout=idle_s)
                 if after == 0:
                     cancel_ns = await _cancel(op)
                     obs.cancelled_at_index = -1
@@ -276,6 +300,9 @@ async def run_case(client: Any, case: PlannedCase, *,
         "timed_out": obs.timed_out,
         "cancel": extra.get("cancel"),
         "timeout_s": timeout_s,
+        "idle_timeout_s": idle_s,
+        "expired_by": extra.get("expired_by"),
+        "last_frame": extra.get("last_frame"),
         "frames": _frame_summary(obs.raw_events),
         "wire_findings": list(obs.wire_findings),
         "notes": list(case.notes),
@@ -306,11 +333,18 @@ def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> Non
         obs.terminal_event = ev if isinstance(ev, dict) else None
         if term.delivery == "timeout":
             obs.timed_out = True
+            extra["expired_by"] = getattr(op, "expired_by", None)
     obs.wire_findings = [dict(w) for w in getattr(op, "wire_findings", None) or ()]
     if any(w.get("rule") == CLIENT_FLOOD_RULE for w in obs.wire_findings):
         extra["flooded"] = True
         extra.setdefault("max_events", getattr(op, "max_events", None))
     received: Sequence[Any] = list(getattr(op, "received", None) or ())
+    from_endpoint = [ev for ev in received if ev.kind != "lifecycle"]
+    if from_endpoint:
+        last = from_endpoint[-1]
+        extra["last_frame"] = {"message_type": last.message_type,
+                               "after_submit_ms": _ms(last.received_at_ns,
+                                                      getattr(op, "submitted_at_ns", 0))}
     seen_terminal = False
     late: list[Any] = []
     for ev in received:

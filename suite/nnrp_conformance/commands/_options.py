@@ -10,7 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from nnrp_conformance.session import DEFAULT_TIMEOUT, RunOptions, SetupError, parse_params
+from nnrp_conformance.session import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    RunOptions,
+    SetupError,
+    parse_params,
+)
 
 __all__ = ["add_plan_options", "error", "options_from_args"]
 
@@ -59,6 +65,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", "--nnrp-timeout", dest="timeout", type=_positive,
                         default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"per-case timeout (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--idle-timeout", "--nnrp-idle-timeout", dest="idle_timeout",
+                        type=_positive, default=DEFAULT_IDLE_TIMEOUT, metavar="SECONDS",
+                        help="end a case when the endpoint sends no frame for this long "
+                             f"(default {DEFAULT_IDLE_TIMEOUT:g})")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
                         help="write PATH.md and PATH.html (or the .md/.html pair named by PATH)")
 
@@ -75,6 +85,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         extensions=tuple(args.extensions),
         level=args.level,
         timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
+        idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
         connect_timeout=args.connect_timeout,
         results=args.results,
         plan=args.plan,
