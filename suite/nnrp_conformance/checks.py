@@ -50,6 +50,7 @@ __all__ = [
     "Verdict",
     "json_contains",
     "judge",
+    "judge_recorded",
 ]
 
 SPEC = contract.SCHEMA_VERSION
@@ -382,57 +383,15 @@ def check_expected(ctx: _Ctx) -> None:
 
 
 def check_tool_calls(ctx: _Ctx) -> None:
+    from nnrp_conformance.tool_calls import RULE_ARGUMENTS, tool_call_problems
+
     seq = ctx.seq
     spec = f"{SPEC} §4 tool-call ordering"
-    calls: dict[str, dict[str, Any]] = {}
-    for i, ev in enumerate(seq):
-        typ = _type(ev)
-        if typ not in contract.TOOL_CALL_EVENT_TYPES:
-            continue
-        cid = ev.get("call_id")
-        if not isinstance(cid, str) or not cid:
-            continue  # reported by event.schema
-        state = calls.get(cid)
-        if typ == contract.EV_TOOL_CALL_STARTED:
-            if state is not None:
-                what = "started twice" if state["started"] is not None else "started after " \
-                    "other events of the call"
-                ctx.fail("order.tool-call", f"call {cid!r} {what} — {_at(seq, i)}", index=i,
-                         expected="started exactly once, first", seen=typ, spec=spec)
-                state["started"] = state["started"] if state["started"] is not None else i
-                continue
-            calls[cid] = {"started": i, "args": [], "end": None}
-            continue
-        if state is None:
-            ctx.fail("order.tool-call", f"{typ} for call {cid!r} before its "
-                     f"response.tool_call.started — {_at(seq, i)}", index=i,
-                     expected=contract.EV_TOOL_CALL_STARTED, seen=typ, spec=spec)
-            state = calls[cid] = {"started": None, "args": [], "end": None}
-        if state["end"] is not None:
-            ctx.fail("order.tool-call", f"{typ} for call {cid!r} after the call ended with "
-                     f"{_type(seq[state['end']])} (event #{state['end']}) — {_at(seq, i)}",
-                     index=i, expected="nothing after completed/error", seen=typ, spec=spec)
-            continue
-        if typ == contract.EV_TOOL_CALL_DELTA:
-            delta = ev.get("arguments_delta")
-            state["args"].append(delta if isinstance(delta, str) else "")
-            continue
-        state["end"] = i
-        if typ == contract.EV_TOOL_CALL_COMPLETED:
-            joined = "".join(state["args"])
-            args = ev.get("arguments")
-            if state["args"] and args != joined:
-                ctx.fail("tool-call.arguments",
-                         f"call {cid!r}: completed.arguments is not the concatenation of its "
-                         f"arguments_delta values — {_at(seq, i)}", index=i, expected=joined,
-                         seen=args, spec=f"{spec} (arguments = concatenation of the deltas)")
-    if ctx.obs.terminal_kind == contract.TERMINAL_SUCCESS:
-        for cid, state in calls.items():
-            if state["end"] is None:
-                ctx.fail("order.tool-call", f"call {cid!r} never ended: exactly one "
-                         f"response.tool_call.completed or .error is required before a "
-                         f"successful terminal", index=state["started"],
-                         expected="completed or error", seen=None, spec=spec)
+    for p in tool_call_problems(seq, ctx.obs.terminal_kind):
+        at = f" — {_at(seq, p.index)}" if p.index is not None else ""
+        ctx.fail(p.rule, p.message + at, index=p.index, expected=p.expected, seen=p.seen,
+                 spec=spec + (" (arguments = concatenation of the deltas)"
+                              if p.rule == RULE_ARGUMENTS else ""))
 
 
 def check_usage(ctx: _Ctx) -> None:
@@ -765,3 +724,44 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
         outcome = contract.OUTCOME_PASSED
     return Verdict(outcome, obs.terminal_kind, findings, message)
 
+
+@dataclass(frozen=True)
+class _RecordedCase:
+    """The case-shaped input of :func:`judge_recorded`: a recorded answer has no recipe."""
+
+    id: str
+    expected_terminal: str | None
+    operation: str = contract.OP_CHAT_COMPLETIONS_CREATE
+    envelope: Any = None
+    expect: Any = None
+    extensions: Any = None
+    cancel_after_events: int | None = None
+    checks: tuple[str, ...] = ()
+
+
+#: the always-on checks that need no recipe: what any recorded answer must meet
+_RECORDED: tuple[Callable[[_Ctx], None], ...] = (
+    check_schema, check_terminal, check_after_terminal, check_tool_calls, check_usage,
+    check_errors,
+)
+
+
+def judge_recorded(events: Any, terminal: str | None, *, what: str = "recorded answer",
+                   manifest: Manifest | None = None) -> list[Finding]:
+    """Judge a recorded event list (partials, the terminal event, anything after it) with
+    the same checks as a case: the release smoke consumes these findings, so the smoke and
+    the case verdicts can never disagree on one stream."""
+    seq = [e for e in events] if isinstance(events, list) else []
+    first = next((i for i, e in enumerate(seq) if _type(e) in contract.TERMINAL_EVENT_TYPES),
+                 None)
+    obs = Observation(events=seq if first is None else seq[:first],
+                      terminal_kind=terminal if terminal in contract.TERMINALS else None,
+                      terminal_event=None if first is None else seq[first])
+    obs.raw_events = [None] * len(obs.events)
+    if first is not None and first + 1 < len(seq):
+        obs.extra["late_events"] = seq[first + 1:]
+    case = _RecordedCase(what, terminal)
+    ctx = _Ctx(case, obs, manifest, None)  # type: ignore[arg-type]
+    for check in _RECORDED:
+        check(ctx)
+    return ctx.findings
