@@ -120,6 +120,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"per-case timeout in seconds (default {DEFAULT_TIMEOUT:g})", metavar="SECONDS")
     add("--nnrp-idle-timeout", "nnrp_idle_timeout", "end a case when the endpoint sends no "
         f"frame for this many seconds (default {DEFAULT_IDLE_TIMEOUT:g})", metavar="SECONDS")
+    add("--nnrp-strict", "nnrp_strict", "fail on non-strict findings too (recommendations not "
+        "followed)", ini_type="bool", action="store_true")
+    add("--nnrp-capabilities", "nnrp_capabilities", "the capability document as a file, used "
+        "when the endpoint has no discovery operation", metavar="FILE")
     add("--nnrp-results", "nnrp_results", "case results JSON (default "
         "nnrp-conformance/case-results.json)", metavar="PATH")
     add("--nnrp-report", "nnrp_report", "write PATH.md and PATH.html (or the .md/.html pair "
@@ -185,6 +189,8 @@ def _options(config: pytest.Config) -> RunOptions | None:
         timeout=DEFAULT_TIMEOUT if timeout is None else _float(timeout, "--nnrp-timeout"),
         idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None
         else _float(idle, "--nnrp-idle-timeout"),
+        strict=bool(_value(config, "nnrp_strict")),
+        capabilities_file=path("nnrp_capabilities"),
         results=path("nnrp_results"),
         plan=path("nnrp_plan"),
         report=path("nnrp_report"),

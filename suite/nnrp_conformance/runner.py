@@ -104,6 +104,7 @@ class CaseResult:
             terminal = contract.TERMINAL_ERROR
         diagnostics = _jsonable({
             **self.diagnostics,
+            "verdict": self.verdict.level,
             "terminal_observed": self.terminal,
             "findings": [f.to_dict() for f in self.verdict.findings],
             "level": self.level,
@@ -206,7 +207,9 @@ async def run_case(client: Any, case: PlannedCase, *,
                    manifest: Manifest | None = None,
                    capability_document: dict[str, Any] | None = None,
                    max_events: int = DEFAULT_MAX_EVENTS,
-                   idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S) -> CaseResult:
+                   idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                   strict: bool = False,
+                   capability_file: str | None = None) -> CaseResult:
     """Run ``case`` once over ``client`` and judge it (it runs even if not selected; callers
     decide about skipping). Never raises for endpoint misbehaviour."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
@@ -275,7 +278,8 @@ async def run_case(client: Any, case: PlannedCase, *,
     _finish_observation(obs, op, cancel_ns)
     if terminal_ns is None and obs.terminal_kind is not None:
         terminal_ns = time.perf_counter_ns()
-    verdict = judge(case, obs, manifest=manifest, capability_document=capability_document)
+    verdict = judge(case, obs, manifest=manifest, capability_document=capability_document,
+                    strict=strict, capability_file=capability_file)
     events = [e for e in obs.events if isinstance(e, dict)]
     if obs.terminal_event is not None:
         events.append(obs.terminal_event)

@@ -121,6 +121,10 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     unresponsive_after: int = UNRESPONSIVE_AFTER
+    #: non-strict findings (recommendations not followed) fail the run
+    strict: bool = False
+    #: the capability document as a file, used when the endpoint has no discovery operation
+    capabilities_file: Path | None = None
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     results: Path | None = None
     plan: Path | None = None
@@ -227,7 +231,12 @@ class ConformanceCore:
             return self.fetch_capabilities()
         except TargetError as exc:
             self.capabilities_error = str(exc)
+        if self.options.capabilities_file is None:
             return None
+        # The provider's own statement of its document, for an endpoint without (a working)
+        # discovery operation: it feeds selection and the model, and the capability case.
+        self.capabilities = load_json_object(self.options.capabilities_file)
+        return self.capabilities
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an async callable in the portal and return its result."""
@@ -266,7 +275,14 @@ class ConformanceCore:
             self.load_manifest()
         if self.recipes is None:
             self.load_recipes()
-        self.model_id = self.options.model or default_model(self.capabilities)
+        self.model_id = (self.options.model or default_model(self.capabilities)
+                         or next(iter(self.manifest.models), None))
+        if self.model_id is None and self.options.target:
+            # Never run every recipe against the recipes' placeholder model (issue 14).
+            why = self.capabilities_error or "the capability document lists no model"
+            raise SetupError(f"no model to test: {why}, and the manifest "
+                             f"{self.options.manifest} lists none; give one with --nnrp-model ID "
+                             f"(CLI: --model ID), or the document with --nnrp-capabilities FILE")
         try:
             self.plan = build_plan(
                 self.recipes,
@@ -334,6 +350,9 @@ class ConformanceCore:
                 manifest=self.manifest,
                 capability_document=self.capabilities,
                 idle_timeout=self.options.idle_timeout,
+                strict=self.options.strict,
+                capability_file=(str(self.options.capabilities_file)
+                                 if self.options.capabilities_file is not None else None),
             )
         )
         self._note_frames(before, case.id)

@@ -36,8 +36,9 @@ def _rules(result: dict[str, Any]) -> set[str]:
 def test_silent_endpoint_fails_the_rest_at_once(tmp_path: Path, start_endpoint: Any) -> None:
     with start_endpoint(tmp_path, "silence") as ep:
         # a case limit far above the idle limit: only the idle limit can end the waits
+        # (a model given: a silent endpoint teaches none, which is a setup error by itself)
         code, doc, out = _run(tmp_path, ep, "--recipes", str(RECIPES), "--timeout", "120",
-                              "--idle-timeout", "1")
+                              "--idle-timeout", "1", "--model", "minimal-model")
     assert code == 1, out
     results = doc["results"]
     waited = [r for r in results if "endpoint.unresponsive" not in _rules(r)]

@@ -58,8 +58,10 @@ def _findings(doc: dict) -> set[str]:
 def test_defect_fails_with_its_rule(pytester: pytest.Pytester, defective: Any,
                                     args_for: Any) -> None:
     keyword, rules = DEFECT_RULES[defective.defect]
+    # a silent endpoint teaches no model (a setup error of its own): name the served one
     result = pytester.runpytest_subprocess(
-        *args_for(defective, "--nnrp-timeout", TIMEOUT_S, "-k", keyword))
+        *args_for(defective, "--nnrp-timeout", TIMEOUT_S, "--nnrp-model", "minimal-model",
+                  "-k", keyword))
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     doc = json.loads((pytester.path / "results.json").read_text())

@@ -92,3 +92,107 @@ def test_one_copy_of_each_rule_in_the_suite() -> None:
     for pattern, allowed in owners.items():
         found = {p.name for p in SUITE.rglob("*.py") if re.search(pattern, p.read_text())}
         assert found <= allowed, (pattern, found)
+
+
+# --- the rulebook: tags, levels, and the table in the docs ------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "verdicts.md"
+
+
+def _reported_ids() -> set[str]:
+    ids = set()
+    for path in SUITE.rglob("*.py"):
+        text = path.read_text()
+        ids |= set(re.findall(r'(?:ctx\.fail|ctx\.note|Finding)\(\s*"([a-z][a-z0-9_.\-]+)"',
+                              text))
+        # the client's wire findings are reported as wire.<id> (checks.check_wire)
+        ids |= {i if i.startswith("wire.") else f"wire.{i}" for i in re.findall(
+            r'(?:\.finding|WireViolation)\(\s*"([a-z][a-z0-9_.\-]+)"', text)}
+    return ids
+
+
+def test_every_reported_rule_is_in_the_rulebook() -> None:
+    from nnrp_conformance import rules
+
+    ids = _reported_ids()
+    assert len(ids) > 30
+    assert [i for i in ids if rules.lookup(i) is None] == []
+    assert {r.tag for r in rules.rulebook().values()} == {"profile", "recommendation"}
+
+
+def test_docs_table_is_the_rulebook() -> None:
+    from nnrp_conformance import rules
+
+    text = DOCS.read_text()
+    table = dict(re.findall(r"^\| `([a-z][a-z0-9_.\-]*)\*?` \| (profile|recommendation) \|",
+                            text, re.M))
+    assert table == {r.id: r.tag for r in rules.rulebook().values()}
+    aliases = dict(re.findall(r"^\| `([a-z_]+)` \| `([a-z_]+)` \| `[a-z_]+` \|$", text, re.M))
+    assert aliases == dict(contract.ERROR_CODE_ALIASES)
+
+
+def test_aliases_never_stand_for_a_code_the_profile_fixes() -> None:
+    assert set(contract.ERROR_CODE_ALIASES.values()) <= set(contract.ERROR_CODES)
+    assert not set(contract.ERROR_CODE_ALIASES.values()) & set(contract.PROFILE_FIXED_ERROR_CODES)
+    assert not set(contract.ERROR_CODE_ALIASES) & set(contract.ERROR_CODES)
+
+
+def _case(recipe_id: str) -> Any:
+    return build_plan([r for r in load_recipes() if r.id == recipe_id], MANIFEST,
+                      model_id="tiny").cases[0]
+
+
+def _err(code: str, typ: str = "invalid_request_error", **extra: Any) -> dict[str, Any]:
+    return {"type": contract.EV_ERROR, "error": {"type": typ, "code": code, "message": "no"},
+            **extra}
+
+
+def _judge(recipe_id: str, partials: list[Any], terminal: Any, kind: str,
+           strict: bool = False) -> Any:
+    return judge(_case(recipe_id), Observation(events=partials, raw_events=[None] * len(partials),
+                                               terminal_kind=kind, terminal_event=terminal),
+                 strict=strict)
+
+
+def test_alias_of_a_recommended_code_is_non_strict_and_strict_fails_it() -> None:
+    seen = _err("unsupported_schema_version")
+    v = _judge("level1.envelope.wrong-schema-version", [], seen, "error")
+    assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
+    assert [(f.rule, f.expected) for f in v.findings] == [
+        ("error.code-alias", "invalid_schema_version")]
+    v = _judge("level1.envelope.wrong-schema-version", [], seen, "error", strict=True)
+    assert (v.outcome, v.level) == ("failed", "failed")
+
+
+def test_strict_parts_stay_strict() -> None:
+    # an alias carrying another family than its recommended code's
+    v = _judge("level1.chat.timeout", [], _err("request_timeout", "server_error"), "error")
+    assert v.outcome == "failed" and "error.code" in {f.rule for f in v.findings}
+    # a profile-fixed code: no alias stands for missing_messages
+    v = _judge("level1.chat.invalid-body.missing-messages", [], _err("invalid_body"), "error")
+    assert v.outcome == "failed" and "error.code" in {f.rule for f in v.findings}
+    # a code that is neither recommended nor an alias
+    v = _judge("level1.envelope.wrong-schema-version", [], _err("bad_version"), "error")
+    assert v.outcome == "failed"
+    # an undeclared field other than diagnostics is still a schema failure
+    text = {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi", "acme_trace": 1}
+    v = _judge("level1.chat.streaming-text", [text], {"type": contract.EV_COMPLETED, "body": {}},
+               "success")
+    assert v.outcome == "failed" and "event.schema" in {f.rule for f in v.findings}
+
+
+def test_diagnostics_field_and_cancel_reason_are_non_strict() -> None:
+    text = {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi",
+            "diagnostics": {"queue_ms": 1}}
+    v = _judge("level1.chat.streaming-text", [text], {"type": contract.EV_COMPLETED, "body": {}},
+               "success")
+    assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
+    assert {f.rule for f in v.findings} == {"event.diagnostics-field"}
+    o = Observation(events=[text | {"diagnostics": None}][:0] + [
+        {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi"}], raw_events=[None],
+        terminal_kind="cancelled", terminal_event={"type": contract.EV_CANCELLED,
+                                                   "reason": "user_pressed_stop"})
+    o.cancelled_at_index = 0
+    v = judge(_case("level1.chat.cancel.client"), o)
+    assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
+    assert [f.rule for f in v.findings] == ["cancel.reason"]

@@ -58,6 +58,10 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool) 
                              "results)")
     parser.add_argument("--connect-timeout", type=_positive, default=10.0, metavar="SECONDS",
                         help="connection timeout (default 10)")
+    parser.add_argument("--capabilities", "--nnrp-capabilities", dest="capabilities",
+                        type=Path, metavar="FILE",
+                        help="the capability document as a file: used when the endpoint has no "
+                             "discovery operation (plan: instead of a target)")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +73,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         type=_positive, default=DEFAULT_IDLE_TIMEOUT, metavar="SECONDS",
                         help="end a case when the endpoint sends no frame for this long "
                              f"(default {DEFAULT_IDLE_TIMEOUT:g})")
+    parser.add_argument("--strict", "--nnrp-strict", dest="strict", action="store_true",
+                        help="fail on non-strict findings too (recommendations not followed)")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
                         help="write PATH.md and PATH.html (or the .md/.html pair named by PATH)")
 
@@ -87,6 +93,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
         idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
         connect_timeout=args.connect_timeout,
+        strict=getattr(args, "strict", False),
+        capabilities_file=args.capabilities,
         results=args.results,
         plan=args.plan,
         report=getattr(args, "report", None),
