@@ -276,9 +276,13 @@ def test_real_cancel_passes_and_not_sent_fails() -> None:
     good = {"type": contract.EV_CANCELLED, "reason": "client"}
     assert judge(case, obs([delta()], "cancelled", good, cancelled_at_index=0)).passed
     assert judge(case, obs([delta()], "cancelled", None, cancelled_at_index=0)).passed
+    # issue 14: the profile leaves the reason open; the recipe no longer pins "client"
     v = judge(case, obs([delta()], "cancelled", {"type": contract.EV_CANCELLED,
                                                 "reason": "timeout"}, cancelled_at_index=0))
-    assert rules(v) == ["sequence.expected"]
+    assert v.passed and v.level == "passed", v.findings
+    v = judge(case, obs([delta()], "cancelled", {"type": contract.EV_CANCELLED,
+                                                "reason": "user_stop"}, cancelled_at_index=0))
+    assert (v.outcome, v.level, rules(v)) == ("passed", "non-strict", ["cancel.reason"])
     v = judge(case, obs([], "success", completion()))
     assert {"cancel.not-sent", "terminal.kind"} <= set(rules(v))
 

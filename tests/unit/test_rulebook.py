@@ -188,9 +188,8 @@ def test_diagnostics_field_and_cancel_reason_are_non_strict() -> None:
                "success")
     assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
     assert {f.rule for f in v.findings} == {"event.diagnostics-field"}
-    o = Observation(events=[text | {"diagnostics": None}][:0] + [
-        {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi"}], raw_events=[None],
-        terminal_kind="cancelled", terminal_event={"type": contract.EV_CANCELLED,
+    o = Observation(events=[{"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi"}],
+                    raw_events=[None], terminal_kind="cancelled", terminal_event={"type": contract.EV_CANCELLED,
                                                    "reason": "user_pressed_stop"})
     o.cancelled_at_index = 0
     v = judge(_case("level1.chat.cancel.client"), o)
