@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nnrp_conformance import contract, rules
+from nnrp_conformance.relations import RELATION_CHECKS
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
@@ -809,6 +810,7 @@ _ALWAYS: tuple[Callable[[_Ctx], None], ...] = (
     check_cancel_reason,
     check_claims,
     check_timeout,
+    *RELATION_CHECKS,
 )
 
 

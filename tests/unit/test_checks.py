@@ -98,7 +98,7 @@ def rules(verdict: Any) -> list[str]:
 
 def test_correct_stream_passes() -> None:
     v = judge(case_of("level1.chat.streaming-text"),
-              obs([delta("Hel"), delta("lo")], "success", completion()), manifest=MANIFEST)
+              obs([delta("h"), delta("i")], "success", completion()), manifest=MANIFEST)
     assert v.outcome == "passed", v.findings
     assert v.terminal == "success" and v.findings == []
 
