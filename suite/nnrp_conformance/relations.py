@@ -95,6 +95,10 @@ def check_text_agreement(ctx: _Ctx) -> None:
     body = _final_body(ctx)
     if body is None or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
+    if ctx.obs.cancelled_at_index is not None or ctx.obs.extra.get("flooded"):
+        # after our cancel nnrp-py refuses the operation's queued partials (docs/verdicts.md
+        # #cancel): the client cannot know the whole streamed text, so it judges none of it
+        return
     texts: dict[Any, list[str]] = {}
     for ev in ctx.obs.events:
         if _type(ev) == contract.EV_OUTPUT_TEXT_DELTA and isinstance(ev.get("delta"), str):
