@@ -835,7 +835,30 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
                      f"(known: {', '.join(sorted(NAMED_CHECKS))})", spec="nnrp-conformance")
         else:
             fn(ctx)
+    judge_beyond_profile(ctx)
     return _verdict(ctx)
+
+
+#: the expectation rules a recipe's declared surplus may account for (nothing else)
+_EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected"))
+
+
+def judge_beyond_profile(ctx: _Ctx) -> None:
+    """A recipe that expects more than the profile (``beyond_profile``): a valid successful
+    answer that fails only the recipe's expectations is judged under the recipe's
+    recommendation rule (non-strict unless strict) instead of failed."""
+    beyond = getattr(ctx.case, "beyond_profile", None)
+    if not beyond or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+        return
+    failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
+    if not failed or any(f.rule not in _EXPECTATION_RULES for f in failed):
+        return
+    ctx.findings = [f for f in ctx.findings if f.level != rules.LEVEL_FAILED]
+    ctx.fail(beyond["rule"], f"a valid profile answer ({len(ctx.obs.events)} event(s), terminal "
+             f"success), but not the {ctx.case.expected_terminal} this recipe expects beyond "
+             f"the profile: {beyond['reading']}", index=ctx.obs.terminal_index,
+             expected=ctx.case.expected_terminal, seen=ctx.obs.terminal_kind,
+             spec=f"{SPEC}: the recipe's surplus over the profile is a recommendation")
 
 
 def _verdict(ctx: _Ctx) -> Verdict:

@@ -60,14 +60,19 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "sse-framing": ("wire mapping", ("chat-streaming-text",), ("event.decode", "wire.partial_result.json")),
     "silence": ("liveness", ("chat-streaming-text",), ("timeout.silence",)),
     "flood": ("liveness", ("chat-streaming-text",), ("flood.max-events", "timeout.no-terminal")),
-    # runs to completion: seen as the wrong terminal, or (past the short case timeout) as
-    # no terminal at all — both name the ignored deadline
+    # runs to completion: a valid answer past the total deadline the recipe expects beyond
+    # the profile (a recommendation, so judged with --strict: STRICT), or (past the short case
+    # timeout) no terminal at all — both name the ignored deadline
     "ignores-timeout": ("NNRP policy (timeout)", ("chat-timeout",),
-                        ("terminal.kind", "timeout.no-terminal")),
+                        ("timeout.total-deadline", "timeout.no-terminal")),
     "accepts-bad-wire": ("wire mapping (request)", ("wire-extra-frames", "wire-wrong-payload-kind"),
                          ("terminal.kind",)),
     "extension-misuse": ("extension misuse", ("chat-streaming-text",), ("event.schema",)),
 }
+
+
+#: defects that break a recommendation, not the profile: caught when the run is strict
+STRICT = {"ignores-timeout"}
 
 
 @dataclass
@@ -109,7 +114,7 @@ def _run(defect: str | None, tmp: Path) -> Run:
     cmd = [*CLI, "run", "--target", address, "--manifest", str(EXAMPLE / "manifest.json"),
            "--results", str(results), "--timeout", CASE_TIMEOUT_S,
            # the silent variants teach no model, which would be a setup error of its own
-           "--model", "minimal-model"]
+           "--model", "minimal-model", *(["--strict"] if defect in STRICT else [])]
     for r in recipes:
         cmd += ["--recipes", str(R / f"{r}.yaml")]
     try:

@@ -195,3 +195,28 @@ def test_diagnostics_field_and_cancel_reason_are_non_strict() -> None:
     v = judge(_case("level1.chat.cancel.client"), o)
     assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
     assert [f.rule for f in v.findings] == ["cancel.reason"]
+
+
+def test_a_recipes_surplus_over_the_profile_is_a_recommendation() -> None:
+    text = [{"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": w} for w in "abc"]
+    done = {"type": contract.EV_COMPLETED, "body": {}}
+    v = _judge("level1.chat.timeout", text, done, "success")
+    assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
+    assert [f.rule for f in v.findings] == ["timeout.total-deadline"]
+    v = _judge("level1.chat.timeout", text, done, "success", strict=True)
+    assert (v.outcome, [f.rule for f in v.findings]) == ("failed", ["timeout.total-deadline"])
+    # anything beyond the expectation rules still fails as itself
+    bad = [*text, {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0}]
+    v = _judge("level1.chat.timeout", bad, done, "success")
+    assert v.outcome == "failed" and "event.schema" in {f.rule for f in v.findings}
+
+
+def test_beyond_profile_must_name_a_recommendation(tmp_path: Path) -> None:
+    from nnrp_conformance.recipes import RecipeError, load_recipe_file
+
+    src = (Path(__file__).resolve().parents[2] / "recipes" / "level1" / "chat-timeout.yaml")
+    bad = tmp_path / "r.yaml"
+    bad.write_text(src.read_text().replace("rule: timeout.total-deadline",
+                                           "rule: terminal.kind"))
+    with pytest.raises(RecipeError, match=r"beyond_profile/rule.*not a recommendation"):
+        load_recipe_file(bad)
