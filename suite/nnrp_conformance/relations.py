@@ -101,8 +101,11 @@ def check_text_agreement(ctx: _Ctx) -> None:
         return
     texts: dict[Any, list[str]] = {}
     for ev in ctx.obs.events:
-        if _type(ev) == contract.EV_OUTPUT_TEXT_DELTA and isinstance(ev.get("delta"), str):
-            texts.setdefault(ev.get("index"), []).append(ev["delta"])
+        if _type(ev) != contract.EV_OUTPUT_TEXT_DELTA:
+            continue
+        if not (isinstance(ev.get("delta"), str) and _int(ev.get("index"))):
+            return  # a malformed delta (event.schema): the streamed text is unknown
+        texts.setdefault(ev["index"], []).append(ev["delta"])
     if not texts:
         return  # a non-streaming answer, or a tool call: nothing streamed to compare
     for choice in body.get("choices") or ():
