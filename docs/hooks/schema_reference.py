@@ -72,6 +72,14 @@ PAGES: tuple[Page, ...] = (
         + "`) end the operation (see [Wire mapping](../wire-mapping.md)).",
     ),
     Page(
+        "reference/rulebook.md",
+        "Rulebook",
+        ("rulebook",),
+        "The file `nnrp_conformance/rulebook.json`: every rule id the suite reports, tagged "
+        "`profile` or `recommendation` with its citation. The table itself and what the tags "
+        "mean for a verdict: [Verdicts](../verdicts.md#rules).",
+    ),
+    Page(
         "reference/error-codes.md",
         "Error codes",
         ("error-body",),

@@ -9,7 +9,7 @@ Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.de
 ``event.schema``, ``terminal.exactly-once``, ``terminal.kind``, ``terminal.after``,
 ``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``usage.at-most-once``,
 ``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
-``cancel.not-sent``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
+``cancel.not-sent``, ``cancel.unanswered``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
 ``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``.
 Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
 (``capability.document``, ``capability.agreement``), ``usage-shape`` (``usage.shape``),
@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, rules
+from nnrp_conformance.relations import RELATION_CHECKS
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
@@ -50,9 +51,13 @@ __all__ = [
     "Verdict",
     "json_contains",
     "judge",
+    "judge_recorded",
 ]
 
 SPEC = contract.SCHEMA_VERSION
+#: a top-level event field no profile field collides with, used for diagnostics by other
+#: implementations: a recommendation (event.diagnostics-field), not a schema failure
+_DIAGNOSTICS_FIELD = "diagnostics"
 _SHOW = 400  # characters of event JSON quoted in a finding
 
 
@@ -63,9 +68,10 @@ class Finding:
     rule: str
     message: str
     event_index: int | None = None
-    expected: Any = None
+    expected: Any = None  # for a non-strict finding: the recommended value
     seen: Any = None
     spec: str = ""
+    level: str = rules.LEVEL_FAILED  # failed | non-strict | informational (rules.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,15 +79,25 @@ class Finding:
     def __str__(self) -> str:
         at = f" (event #{self.event_index})" if self.event_index is not None else ""
         cite = f" — {self.spec}" if self.spec else ""
-        return f"[{self.rule}]{at} {self.message}{cite}"
+        lv = "" if self.level == rules.LEVEL_FAILED else f" ({self.level})"
+        return f"[{self.rule}]{lv}{at} {self.message}{cite}"
 
 
 @dataclass
 class Verdict:
+    """``outcome`` is upstream's (passed / failed / skipped: a non-strict case passed);
+    ``level`` is the Autobahn-style verdict (rules.LEVELS, or skipped)."""
+
     outcome: str
     terminal: str | None
     findings: list[Finding]
     message: str
+    level: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.level:
+            self.level = contract.OUTCOME_SKIPPED if self.outcome == contract.OUTCOME_SKIPPED \
+                else rules.case_level(f.level for f in self.findings)
 
     @property
     def passed(self) -> bool:
@@ -183,10 +199,20 @@ class _Ctx:
     manifest: Manifest | None
     capability_document: dict[str, Any] | None
     findings: list[Finding] = field(default_factory=list)
+    strict: bool = False
+    capability_file: str | None = None
 
     def fail(self, rule: str, message: str, *, index: int | None = None, expected: Any = None,
              seen: Any = None, spec: str = "") -> None:
-        self.findings.append(Finding(rule, message, index, expected, seen, spec))
+        """A broken rule: ``failed`` for a profile rule, ``non-strict`` for a recommendation
+        (``failed`` when strict); the rule's tag lives in the rulebook, not here."""
+        level = rules.finding_level(rule, strict=self.strict)
+        self.findings.append(Finding(rule, message, index, expected, seen, spec, level))
+
+    def note(self, rule: str, message: str, *, seen: Any = None, spec: str = "") -> None:
+        """Evidence worth reporting that judges nothing (``informational``)."""
+        self.findings.append(Finding(rule, message, None, None, seen, spec,
+                                     rules.LEVEL_INFORMATIONAL))
 
     @property
     def seq(self) -> list[Any]:
@@ -253,21 +279,36 @@ def check_schema(ctx: _Ctx) -> None:
 
     allowed = _allowed_extensions(ctx)
     seq = ctx.seq
+    diagnostics_at: list[int] = []
     for i, ev in enumerate(seq):
         if ev is None:
             continue
-        violations = [
-            v for v in validation.validate_event(ev)
-            if not (v.rule == "additionalProperties" and v.pointer.count("/") == 1
-                    and _extension_key(v.pointer[1:].replace("~1", "/").replace("~0", "~"),
-                                       allowed))
-        ]
+        violations = []
+        for v in validation.validate_event(ev):
+            top = v.pointer[1:].replace("~1", "/").replace("~0", "~") \
+                if v.rule == "additionalProperties" and v.pointer.count("/") == 1 else None
+            if top is not None and _extension_key(top, allowed):
+                continue
+            if top == _DIAGNOSTICS_FIELD:
+                diagnostics_at.append(i)  # a recommendation, judged below
+                continue
+            if v.pointer == "/error/code" and v.rule == "enum" \
+                    and ev["error"]["code"] in contract.ERROR_CODE_ALIASES:
+                continue  # an alias: error.code-alias (non-strict) names it
+            violations.append(v)
         if violations:
             ctx.fail("event.schema",
                      f"{_type(ev) or 'event'} breaks its schema: "
                      + "; ".join(str(v) for v in violations) + f" — {_at(seq, i)}",
                      index=i, expected=contract.EVENT_SCHEMA_NAMES.get(_type(ev) or "", "event"),
                      seen=[str(v) for v in violations], spec=f"{SPEC} §4 events")
+    if diagnostics_at:
+        first = diagnostics_at[0]
+        ctx.fail("event.diagnostics-field", f"{len(diagnostics_at)} event(s) carry a top-level "
+                 f"{_DIAGNOSTICS_FIELD!r} field; the profile's place for diagnostics is the "
+                 f"event's nnrp member — first: {_at(seq, first)}", index=first,
+                 expected="nnrp.diagnostics", seen=_DIAGNOSTICS_FIELD,
+                 spec=f"{SPEC} §4 events (unknown diagnostic fields must be ignored)")
 
 
 def check_terminal(ctx: _Ctx) -> None:
@@ -335,11 +376,19 @@ def _entry_count(entry: Mapping[str, Any]) -> int:
     return 0 if entry.get("optional") else 1
 
 
+def _with_recommended_code(ev: Any) -> Any:
+    err = ev.get("error") if isinstance(ev, dict) else None
+    if isinstance(err, dict) and err.get("code") in contract.ERROR_CODE_ALIASES:
+        return {**ev, "error": {**err, "code": contract.ERROR_CODE_ALIASES[err["code"]]}}
+    return ev
+
+
 def check_expected(ctx: _Ctx) -> None:
     obs = ctx.obs
     if obs.terminal_kind is None and (obs.timed_out or obs.extra.get("flooded")):
         return  # an unfinished stream: the timeout / flood finding is the verdict's cause
-    seq = ctx.seq
+    # an alias code matches its recommended code here; error.code-alias reports it
+    seq = [_with_recommended_code(ev) for ev in ctx.seq]
     cursor = 0
     for k, entry in enumerate(ctx.case.expect.get("events") or ()):
         typ = entry["type"]
@@ -382,57 +431,15 @@ def check_expected(ctx: _Ctx) -> None:
 
 
 def check_tool_calls(ctx: _Ctx) -> None:
+    from nnrp_conformance.tool_calls import RULE_ARGUMENTS, tool_call_problems
+
     seq = ctx.seq
     spec = f"{SPEC} §4 tool-call ordering"
-    calls: dict[str, dict[str, Any]] = {}
-    for i, ev in enumerate(seq):
-        typ = _type(ev)
-        if typ not in contract.TOOL_CALL_EVENT_TYPES:
-            continue
-        cid = ev.get("call_id")
-        if not isinstance(cid, str) or not cid:
-            continue  # reported by event.schema
-        state = calls.get(cid)
-        if typ == contract.EV_TOOL_CALL_STARTED:
-            if state is not None:
-                what = "started twice" if state["started"] is not None else "started after " \
-                    "other events of the call"
-                ctx.fail("order.tool-call", f"call {cid!r} {what} — {_at(seq, i)}", index=i,
-                         expected="started exactly once, first", seen=typ, spec=spec)
-                state["started"] = state["started"] if state["started"] is not None else i
-                continue
-            calls[cid] = {"started": i, "args": [], "end": None}
-            continue
-        if state is None:
-            ctx.fail("order.tool-call", f"{typ} for call {cid!r} before its "
-                     f"response.tool_call.started — {_at(seq, i)}", index=i,
-                     expected=contract.EV_TOOL_CALL_STARTED, seen=typ, spec=spec)
-            state = calls[cid] = {"started": None, "args": [], "end": None}
-        if state["end"] is not None:
-            ctx.fail("order.tool-call", f"{typ} for call {cid!r} after the call ended with "
-                     f"{_type(seq[state['end']])} (event #{state['end']}) — {_at(seq, i)}",
-                     index=i, expected="nothing after completed/error", seen=typ, spec=spec)
-            continue
-        if typ == contract.EV_TOOL_CALL_DELTA:
-            delta = ev.get("arguments_delta")
-            state["args"].append(delta if isinstance(delta, str) else "")
-            continue
-        state["end"] = i
-        if typ == contract.EV_TOOL_CALL_COMPLETED:
-            joined = "".join(state["args"])
-            args = ev.get("arguments")
-            if state["args"] and args != joined:
-                ctx.fail("tool-call.arguments",
-                         f"call {cid!r}: completed.arguments is not the concatenation of its "
-                         f"arguments_delta values — {_at(seq, i)}", index=i, expected=joined,
-                         seen=args, spec=f"{spec} (arguments = concatenation of the deltas)")
-    if ctx.obs.terminal_kind == contract.TERMINAL_SUCCESS:
-        for cid, state in calls.items():
-            if state["end"] is None:
-                ctx.fail("order.tool-call", f"call {cid!r} never ended: exactly one "
-                         f"response.tool_call.completed or .error is required before a "
-                         f"successful terminal", index=state["started"],
-                         expected="completed or error", seen=None, spec=spec)
+    for p in tool_call_problems(seq, ctx.obs.terminal_kind):
+        at = f" — {_at(seq, p.index)}" if p.index is not None else ""
+        ctx.fail(p.rule, p.message + at, index=p.index, expected=p.expected, seen=p.seen,
+                 spec=spec + (" (arguments = concatenation of the deltas)"
+                              if p.rule == RULE_ARGUMENTS else ""))
 
 
 def check_usage(ctx: _Ctx) -> None:
@@ -445,20 +452,26 @@ def check_usage(ctx: _Ctx) -> None:
                  "near-final)")
 
 
+def _recommended_code(code: Any) -> Any:
+    """The recommended code an alias stands for (the code itself when it is no alias)."""
+    return contract.ERROR_CODE_ALIASES.get(code, code) if isinstance(code, str) else code
+
+
 def _error_problems(err: Any) -> tuple[str | None, str | None]:
-    """(body problem, code problem) of one error object."""
+    """(body problem, code problem) of one error object; an alias is no problem here."""
     if not isinstance(err, dict):
         return f"error must be an object {{type, code, message}}, seen {_show(err)}", None
     bad = [k for k in ("type", "code", "message")
            if not isinstance(err.get(k), str) or not err.get(k)]
     if bad:
         return f"error.{', error.'.join(bad)} must be non-empty strings", None
-    code, typ = err["code"], err["type"]
+    code, typ = _recommended_code(err["code"]), err["type"]
     if code not in contract.ERROR_CODES:
-        return None, f"error.code {code!r} is not in the profile's closed list " \
-                     f"({', '.join(contract.ERROR_CODES)})"
+        return None, f"error.code {err['code']!r} is neither in the recommended list " \
+                     f"({', '.join(contract.ERROR_CODES)}) nor a documented alias " \
+                     f"({', '.join(contract.ERROR_CODE_ALIASES)})"
     if contract.ERROR_CODES[code] != typ:
-        return None, f"error.type {typ!r} is not the family of code {code!r} " \
+        return None, f"error.type {typ!r} is not the family of code {err['code']!r} " \
                      f"(expected {contract.ERROR_CODES[code]!r})"
     return None, None
 
@@ -476,7 +489,14 @@ def check_errors(ctx: _Ctx) -> None:
         if code_problem:
             ctx.fail("error.code", f"{code_problem} — {_at(seq, i)}", index=i,
                      expected=dict(contract.ERROR_CODES), seen=ev.get("error"),
-                     spec=f"{SPEC} §5 errors (closed list, fixed type family)")
+                     spec=f"{SPEC} §5 errors (the type family is fixed)")
+        code = (ev.get("error") or {}).get("code") if isinstance(ev.get("error"), dict) else None
+        if not body_problem and not code_problem and code in contract.ERROR_CODE_ALIASES:
+            ctx.fail("error.code-alias", f"error.code {code!r} is another implementation's "
+                     f"name; this suite recommends {contract.ERROR_CODE_ALIASES[code]!r}",
+                     index=i, expected=contract.ERROR_CODE_ALIASES[code], seen=code,
+                     spec=f"{SPEC} §5 errors (the code list beyond the profile's is a "
+                     "recommendation)")
     expected_codes = {
         ((e.get("fields") or {}).get("error") or {}).get("code")
         for e in (ctx.case.expect or {}).get("events") or ()
@@ -486,7 +506,9 @@ def check_errors(ctx: _Ctx) -> None:
     if expected_codes and seen_errors:
         i, ev = seen_errors[-1]
         code = (ev.get("error") or {}).get("code") if isinstance(ev.get("error"), dict) else None
-        if code not in expected_codes:
+        # an alias of the expected code is the alias rule's (non-strict); never for a code the
+        # profile fixes, which aliases cannot name
+        if code not in expected_codes and _recommended_code(code) not in expected_codes:
             # The recipe names the code its case must map to: another (valid) code is a wrong
             # mapping, reported under its own rule and not only as a sequence mismatch.
             ctx.fail("error.code", f"error.code {code!r} where this case maps to "
@@ -554,6 +576,18 @@ def check_nonstreaming(ctx: _Ctx) -> None:
 def check_cancel(ctx: _Ctx) -> None:
     case, obs = ctx.case, ctx.obs
     after = case.cancel_after_events
+    if obs.cancelled_at_index is not None and obs.terminal_kind is None \
+            and not obs.extra.get("flooded"):
+        # Only the endpoint's own terminal answers a cancel: a drop or a push with
+        # response.cancelled. nnrp-py's local lifecycle CANCELLED is ours, not proof.
+        local = " (the client's local lifecycle CANCELLED is not the endpoint's answer)" \
+            if obs.extra.get("local_cancelled") else ""
+        ctx.fail("cancel.unanswered", "the server never answered the cancel: no "
+                 "RESULT_DROP_REASON and no response.cancelled for the frame within the case "
+                 f"limit ({obs.extra.get('timeout_s')}s){local}",
+                 expected="the endpoint's terminal for the cancelled frame",
+                 seen=obs.extra.get("delivery") or "nothing",
+                 spec=f"{SPEC} §3 cancellation: the cancel ends the operation exactly once")
     if after is not None and obs.cancelled_at_index is None and after > 0:
         ctx.fail("cancel.not-sent", f"the operation ended after {len(obs.events)} event(s), "
                  f"before the cancel point ({after}): cancellation was not exercised",
@@ -568,6 +602,18 @@ def check_cancel(ctx: _Ctx) -> None:
             ctx.fail("cancel.hint", f"the endpoint emitted {len(emitted)} events although "
                      f"nnrp.cancel_after_events is {hint}", index=hint, expected=hint,
                      seen=len(emitted), spec=f"{SPEC} §3 cancellation (in-band hint)")
+
+
+def check_cancel_reason(ctx: _Ctx) -> None:
+    for i, ev in enumerate(ctx.seq):
+        if _type(ev) != contract.EV_CANCELLED:
+            continue
+        reason = ev.get("reason")
+        if isinstance(reason, str) and reason not in contract.CANCEL_SOURCES:
+            ctx.fail("cancel.reason", f"response.cancelled.reason {reason!r} is outside the "
+                     f"recommended reasons — {_at(ctx.seq, i)}", index=i,
+                     expected=list(contract.CANCEL_SOURCES), seen=reason,
+                     spec=f"{SPEC} §4 response.cancelled (the reason list is open)")
 
 
 def check_claims(ctx: _Ctx) -> None:
@@ -588,13 +634,22 @@ def check_timeout(ctx: _Ctx) -> None:
                      "max_events"), seen=len(obs.events), spec=f"{SPEC} §3 terminal")
         return
     if obs.timed_out and obs.terminal_kind is None:
+        if obs.cancelled_at_index is not None:
+            return  # the cancel was sent: cancel.unanswered names the cause
+        extra = obs.extra
+        if extra.get("expired_by") == "idle":
+            limit = f"nothing from the endpoint for the idle limit ({extra.get('idle_timeout_s')}s)"
+        else:
+            limit = f"the case limit ({extra.get('timeout_s')}s) passed"
         if not obs.events:
-            ctx.fail("timeout.silence", "no event and no terminal before the case timeout",
+            ctx.fail("timeout.silence", f"no event and no terminal: {limit}",
                      expected="events then one terminal", seen="silence",
                      spec=f"{SPEC} §3 terminal (the operation ends exactly once)")
         else:
-            ctx.fail("timeout.no-terminal", f"{len(obs.events)} event(s), then no terminal "
-                     f"before the case timeout", expected="one terminal",
+            last = extra.get("last_frame") or {}
+            ctx.fail("timeout.no-terminal", f"{len(obs.events)} event(s), then no terminal: "
+                     f"{limit} (last frame: {last.get('message_type')} at "
+                     f"{last.get('after_submit_ms')} ms)", expected="one terminal",
                      seen=f"{len(obs.events)} events", spec=f"{SPEC} §3 terminal")
 
 
@@ -606,9 +661,6 @@ def _levels(doc: Mapping[str, Any]) -> list[int]:
 
 
 def check_capability_document(ctx: _Ctx) -> None:
-    from nnrp_conformance import validation
-    from nnrp_conformance.manifest import operation_flags
-
     term = ctx.obs.terminal_event
     doc = term.get("body") if _type(term) == contract.EV_COMPLETED else None
     spec = f"{SPEC} §6 capability document"
@@ -618,9 +670,22 @@ def check_capability_document(ctx: _Ctx) -> None:
                  index=ctx.obs.terminal_index, expected="response.completed{body: document}",
                  seen=term, spec=spec)
         return
+    _judge_document(ctx, doc, index=ctx.obs.terminal_index)
+    fetched = ctx.capability_document
+    if isinstance(fetched, dict) and fetched != doc:
+        ctx.fail("capability.agreement", "the capability document differs between two "
+                 "fetches in one run", expected=fetched, seen=doc, spec=spec)
+
+
+def _judge_document(ctx: _Ctx, doc: dict[str, Any], *, index: int | None) -> None:
+    """The capability document against its schema and the manifest, however it was had."""
+    from nnrp_conformance import validation
+    from nnrp_conformance.manifest import operation_flags
+
+    spec = f"{SPEC} §6 capability document"
     for v in validation.validate("capability-document", doc):
         ctx.fail("capability.document", f"capability document: {v}",
-                 index=ctx.obs.terminal_index, expected=v.schema_path, seen=v.pointer, spec=spec)
+                 index=index, expected=v.schema_path, seen=v.pointer, spec=spec)
     m = ctx.manifest
     if m is not None:
         agree = f"{spec}; the manifest and the document must agree"
@@ -653,10 +718,38 @@ def check_capability_document(ctx: _Ctx) -> None:
             ctx.fail("capability.agreement", f"models in the manifest but not served: "
                      f"{missing}", expected=list(m.models), seen=sorted(map(str, doc_models)),
                      spec=agree)
-    fetched = ctx.capability_document
-    if isinstance(fetched, dict) and fetched != doc:
-        ctx.fail("capability.agreement", "the capability document differs between two "
-                 "fetches in one run", expected=fetched, seen=doc, spec=spec)
+
+
+def _discovery_missing(ctx: _Ctx) -> bool:
+    """The endpoint answered the discovery operation as one it does not serve."""
+    term = ctx.obs.terminal_event
+    err = term.get("error") if _type(term) == contract.EV_ERROR else None
+    return (ctx.case.operation == contract.OP_CAPABILITIES_GET
+            and ctx.obs.terminal_kind == contract.TERMINAL_ERROR and isinstance(err, dict)
+            and err.get("code") == contract.ERR_UNSUPPORTED_OPERATION)
+
+
+def _judge_missing_discovery(ctx: _Ctx) -> None:
+    """No discovery operation: non-strict (the profile says nowhere how to fetch the
+    document, and prescribes unsupported_operation for an operation not advertised); the
+    document is judged from the file the provider gave, if any."""
+    for check in (check_wire, check_exception, check_decode, check_schema, check_after_terminal,
+                  check_errors, check_timeout):
+        check(ctx)
+    op = contract.OP_CAPABILITIES_GET
+    ctx.fail("capability.discovery", f"the endpoint does not serve the discovery operation "
+             f"{op} (it answered unsupported_operation)", index=ctx.obs.terminal_index,
+             expected=f"{op} answered with response.completed{{body: document}}",
+             seen=contract.ERR_UNSUPPORTED_OPERATION,
+             spec=f"{SPEC} §6 capability document (how to fetch it is open)")
+    doc = ctx.capability_document
+    if ctx.capability_file and isinstance(doc, dict):
+        ctx.note("capability.discovery", f"capability document judged from the file "
+                 f"{ctx.capability_file} (--nnrp-capabilities)", seen=ctx.capability_file)
+        _judge_document(ctx, doc, index=None)
+    else:
+        ctx.note("capability.discovery", "the capability document was not judged: give it as "
+                 "a file with --nnrp-capabilities FILE")
 
 
 def check_usage_shape(ctx: _Ctx) -> None:
@@ -714,15 +807,25 @@ _ALWAYS: tuple[Callable[[_Ctx], None], ...] = (
     check_errors,
     check_nonstreaming,
     check_cancel,
+    check_cancel_reason,
     check_claims,
     check_timeout,
+    *RELATION_CHECKS,
 )
 
 
 def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = None,
-          capability_document: dict[str, Any] | None = None) -> Verdict:
-    """Run every always-on check and the case's named checks; failed when anything broke."""
-    ctx = _Ctx(case, obs, manifest, capability_document)
+          capability_document: dict[str, Any] | None = None, strict: bool = False,
+          capability_file: str | None = None) -> Verdict:
+    """Run every always-on check and the case's named checks. The verdict is the worst
+    finding's level (rules.py); only a ``failed`` finding fails the case, and ``strict``
+    makes every recommendation a failure. ``capability_file`` names the document file the
+    provider gave, judged when the endpoint has no discovery operation."""
+    ctx = _Ctx(case, obs, manifest, capability_document, strict=strict)
+    ctx.capability_file = capability_file
+    if _discovery_missing(ctx):
+        _judge_missing_discovery(ctx)
+        return _verdict(ctx)
     for check in _ALWAYS:
         check(ctx)
     for name in case.checks or ():
@@ -732,14 +835,84 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
                      f"(known: {', '.join(sorted(NAMED_CHECKS))})", spec="nnrp-conformance")
         else:
             fn(ctx)
-    findings = ctx.findings
+    judge_beyond_profile(ctx)
+    return _verdict(ctx)
+
+
+#: the expectation rules a recipe's declared surplus may account for (nothing else)
+_EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected"))
+
+
+def judge_beyond_profile(ctx: _Ctx) -> None:
+    """A recipe that expects more than the profile (``beyond_profile``): a valid successful
+    answer that fails only the recipe's expectations is judged under the recipe's
+    recommendation rule (non-strict unless strict) instead of failed."""
+    beyond = getattr(ctx.case, "beyond_profile", None)
+    if not beyond or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+        return
+    failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
+    if not failed or any(f.rule not in _EXPECTATION_RULES for f in failed):
+        return
+    ctx.findings = [f for f in ctx.findings if f.level != rules.LEVEL_FAILED]
+    ctx.fail(beyond["rule"], f"a valid profile answer ({len(ctx.obs.events)} event(s), terminal "
+             f"success), but not the {ctx.case.expected_terminal} this recipe expects beyond "
+             f"the profile: {beyond['reading']}", index=ctx.obs.terminal_index,
+             expected=ctx.case.expected_terminal, seen=ctx.obs.terminal_kind,
+             spec=f"{SPEC}: the recipe's surplus over the profile is a recommendation")
+
+
+def _verdict(ctx: _Ctx) -> Verdict:
+    case, obs, findings = ctx.case, ctx.obs, ctx.findings
+    level = rules.case_level(f.level for f in findings)
+    outcome = contract.OUTCOME_FAILED if level == rules.LEVEL_FAILED else contract.OUTCOME_PASSED
     if findings:
         head = "; ".join(str(f) for f in findings[:3])
         more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
-        message = f"{case.id}: {len(findings)} finding(s): {head}{more}"
-        outcome = contract.OUTCOME_FAILED
+        message = f"{case.id}: {level}: {len(findings)} finding(s): {head}{more}"
     else:
         n = len(obs.events)
         message = f"{case.id}: {n} event(s), terminal {obs.terminal_kind}"
-        outcome = contract.OUTCOME_PASSED
-    return Verdict(outcome, obs.terminal_kind, findings, message)
+    return Verdict(outcome, obs.terminal_kind, findings, message, level)
+
+
+@dataclass(frozen=True)
+class _RecordedCase:
+    """The case-shaped input of :func:`judge_recorded`: a recorded answer has no recipe."""
+
+    id: str
+    expected_terminal: str | None
+    operation: str = contract.OP_CHAT_COMPLETIONS_CREATE
+    envelope: Any = None
+    expect: Any = None
+    extensions: Any = None
+    cancel_after_events: int | None = None
+    checks: tuple[str, ...] = ()
+
+
+#: the always-on checks that need no recipe: what any recorded answer must meet
+_RECORDED: tuple[Callable[[_Ctx], None], ...] = (
+    check_schema, check_terminal, check_after_terminal, check_tool_calls, check_usage,
+    check_errors,
+)
+
+
+def judge_recorded(events: Any, terminal: str | None, *, what: str = "recorded answer",
+                   manifest: Manifest | None = None, strict: bool = True) -> list[Finding]:
+    """Judge a recorded event list (partials, the terminal event, anything after it) with
+    the same checks as a case: the release smoke consumes these findings, so the smoke and
+    the case verdicts can never disagree on one stream. Strict by default: the release gate
+    holds the reference adapter to this project's recommendations too."""
+    seq = [e for e in events] if isinstance(events, list) else []
+    first = next((i for i, e in enumerate(seq) if _type(e) in contract.TERMINAL_EVENT_TYPES),
+                 None)
+    obs = Observation(events=seq if first is None else seq[:first],
+                      terminal_kind=terminal if terminal in contract.TERMINALS else None,
+                      terminal_event=None if first is None else seq[first])
+    obs.raw_events = [None] * len(obs.events)
+    if first is not None and first + 1 < len(seq):
+        obs.extra["late_events"] = seq[first + 1:]
+    case = _RecordedCase(what, terminal)
+    ctx = _Ctx(case, obs, manifest, None, strict=strict)  # type: ignore[arg-type]
+    for check in _RECORDED:
+        check(ctx)
+    return ctx.findings

@@ -39,6 +39,7 @@ from nnrp.native import (
 from nnrp.runtime import OperationState
 
 from nnrp_conformance import contract
+from nnrp_conformance.terminals import terminal_kind_of
 from nnrp_conformance.wire import codec, lifetime, nodelay
 from nnrp_conformance.wire.codec import RawFrame, WireViolation
 from nnrp_conformance.wire.pump import (
@@ -108,14 +109,8 @@ class Terminal:
 
     @property
     def outcome(self) -> str | None:
-        """The profile terminal kind (contract.TERMINAL_*) this delivery amounts to, if any."""
-        if self.delivery in ("local_cancelled", "result_drop") and (
-            self.event is None or self.event.get("type") == contract.EV_CANCELLED
-        ):
-            return contract.TERMINAL_CANCELLED
-        if self.event is None:
-            return contract.TERMINAL_SUCCESS if self.delivery == "result_push" else None
-        return {v: k for k, v in contract.TERMINAL_EVENT_FOR.items()}.get(self.event.get("type"))
+        """The profile terminal kind this delivery amounts to (the one rule: terminals.py)."""
+        return terminal_kind_of(self)
 
 
 _DONE = object()
@@ -131,6 +126,7 @@ class Operation:
         frame_id: int,
         timeout: float | None,
         max_events: int,
+        idle_timeout: float | None = None,
     ) -> None:
         self._client = client
         self.operation_id = operation_id
@@ -138,7 +134,13 @@ class Operation:
         self.submitted_at_ns = time.perf_counter_ns()
         self.sent_at_ns: int | None = None
         self.timeout = timeout
+        # no frame from the endpoint for this long while the operation is open ends it too
+        self.idle_timeout = idle_timeout
         self.max_events = max_events
+        # perf_counter_ns of the last frame the endpoint sent for this operation (or of the
+        # submit): the idle limit counts from here
+        self.last_frame_ns = self.submitted_at_ns
+        self.expired_by: str | None = None  # "deadline" | "idle" when the client gave up
         self.terminal: Terminal | None = None
         self.received: list[ReceivedEvent] = []
         self.wire_findings: list[dict[str, Any]] = []
@@ -164,17 +166,26 @@ class Operation:
         self._iterated = True
         return _EventIterator(self)
 
-    async def _expire(self) -> None:
-        self._client._finish(
-            self,
-            Terminal(
-                "timeout",
-                None,
-                detail=(
-                    f"no terminal within {self.timeout:.3f}s; a FRAME_CANCEL was sent and later results are findings"
-                ),
-            ),
-        )
+    async def _expire(self, by: str = "deadline") -> None:
+        self.expired_by = by
+        if by == "idle":
+            detail = (
+                f"idle: no frame from the endpoint for {self.idle_timeout:.3f}s while the "
+                f"operation was open"
+            )
+        elif self.cancel_sent_at_ns is not None:
+            # The client's own lifecycle CANCELLED (if any) is local: only the endpoint's
+            # drop or response.cancelled answers a cancel (docs/verdicts.md#cancel).
+            detail = (
+                f"the endpoint never answered the cancel: no RESULT_DROP_REASON and no "
+                f"response.cancelled for the frame within the operation's {self.timeout:.3f}s"
+            )
+        else:
+            detail = (
+                f"no terminal within {self.timeout:.3f}s; a FRAME_CANCEL was sent and later "
+                f"results are findings"
+            )
+        self._client._finish(self, Terminal("timeout", None, detail=detail))
         if self.cancel_sent_at_ns is None:
             with contextlib.suppress(NnrpClientError):
                 await self.cancel()
@@ -211,22 +222,32 @@ class Operation:
 
 
 class _EventIterator:
-    """An operation's events as they arrive, until its terminal or its timeout.
+    """An operation's events as they arrive, until its terminal, its deadline or its idle limit.
 
     A plain ``__anext__`` rather than an async generator with a cancel scope per wait: this
-    runs once per event, and the operation's deadline is one loop timer for the whole
-    iteration instead of one scope per wait.
+    runs once per event, and the operation's limits are one loop timer for the whole
+    iteration instead of one scope per wait. The idle limit moves with every frame, so a
+    timer that fires early is simply re-armed for the new due time.
     """
 
-    __slots__ = ("_deadline", "_op", "_timer")
+    __slots__ = ("_deadline", "_op", "_timer", "_timer_at")
 
     def __init__(self, op: Operation) -> None:
         self._op = op
-        self._deadline = None if op.timeout is None else time.monotonic() + op.timeout
+        self._deadline = None if op.timeout is None else time.perf_counter() + op.timeout
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
     def __aiter__(self) -> _EventIterator:
         return self
+
+    def _due(self) -> tuple[float, str] | None:
+        """The next limit (perf_counter seconds) and which one it is, or None."""
+        op = self._op
+        idle = None if op.idle_timeout is None else op.last_frame_ns / 1e9 + op.idle_timeout
+        if idle is not None and (self._deadline is None or idle < self._deadline):
+            return idle, "idle"
+        return None if self._deadline is None else (self._deadline, "deadline")
 
     async def __anext__(self) -> ReceivedEvent:
         op = self._op
@@ -235,15 +256,19 @@ class _EventIterator:
             try:
                 item = chan.get_nowait()
             except IndexError:
-                if self._deadline is not None:
-                    if time.monotonic() >= self._deadline:
+                due = self._due()
+                if due is not None:
+                    now = time.perf_counter()
+                    if now >= due[0]:
                         self._stop_timer()
-                        await op._expire()
+                        await op._expire(due[1])
                         raise StopAsyncIteration from None
-                    if self._timer is None:
+                    if self._timer is None or self._timer_at <= now:
+                        self._stop_timer()
                         self._timer = op._client._loop.call_later(
-                            self._deadline - time.monotonic(), chan.wake_reader
+                            due[0] - now, chan.wake_reader
                         )
+                        self._timer_at = due[0]
                 await chan.wait()
                 continue
             if item is _DONE:
@@ -291,6 +316,9 @@ class NnrpClient:
         self.max_events = 100_000
         self.cancel_grace = 2.0
         self.stale_errors = 0
+        # frames the endpoint sent on this session, and the last one: (message type, ns)
+        self.frames_received = 0
+        self.last_frame: tuple[str, int] | None = None
         self.bulk_polls = 0  # polls that asked for more than one frame (evidence, benchmarks)
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -406,8 +434,10 @@ class NnrpClient:
         timeout: float | None = -1.0,
         frames: list[RawFrame] | None = None,
         max_events: int | None = None,
+        idle_timeout: float | None = None,
     ) -> Operation:
-        """Submit one FRAME_SUBMIT; see module docstring. ``timeout=-1`` means the client default."""
+        """Submit one FRAME_SUBMIT; see module docstring. ``timeout=-1`` means the client default;
+        ``idle_timeout`` ends the operation when the endpoint sends nothing for that long."""
         if self._closing:
             raise NnrpClientError("client is closed")
         if self._broken:
@@ -419,6 +449,7 @@ class NnrpClient:
             ident,
             self.default_timeout if timeout == -1.0 else timeout,
             max_events or self.max_events,
+            idle_timeout,
         )
         try:
             request = codec.build_submit(ident, ident, envelope, frames=frames)
@@ -657,9 +688,15 @@ class NnrpClient:
         # and does not say which operation. Count it; it is evidence, not a protocol finding.
         if detail_code(exc) == DETAIL_STALE_OR_GONE:
             self.stale_errors += 1
+            if self._unconfirmed_cancels:
+                # a frame the endpoint sent, refused by nnrp-py: it shows the peer is alive
+                now = time.perf_counter_ns()
+                self.frames_received += 1
+                self.last_frame = ("stale frame after a cancel (3/4/105)", now)
             for op in self._ops.values():
                 if op.cancel_sent_at_ns is not None:
                     op.stale_after_cancel += 1
+                    op.last_frame_ns = time.perf_counter_ns()
                     break
 
     def _fail_all(self, why: str) -> None:
@@ -671,8 +708,11 @@ class NnrpClient:
             return
         now = time.perf_counter_ns()
         for op in list(self._ops.values()):
+            # An operation with a deadline waits for the endpoint's own answer until then;
+            # the grace only bounds operations submitted without one.
             if (
-                op.local_cancelled_at_ns is not None
+                op.timeout is None
+                and op.local_cancelled_at_ns is not None
                 and now - op.local_cancelled_at_ns > self.cancel_grace * 1e9
             ):
                 op._done_in_pump = True
@@ -690,6 +730,8 @@ class NnrpClient:
     def _route(self, ev: Any, now: int) -> None:
         if isinstance(ev, NativeRuntimeEvent):
             frame_id = ev.header.frame_id
+            self.frames_received += 1
+            self.last_frame = (ev.header.message_type.name, now)
             if ev.header.message_type in _TERMINAL_TYPES:
                 self._unconfirmed_cancels.pop(frame_id, None)
             op = self._ops.get(frame_id)
@@ -698,6 +740,7 @@ class NnrpClient:
                 if late is not None:
                     self._late_frame(late, ev, now)
                 return
+            op.last_frame_ns = now
             mt = ev.header.message_type
             if mt is MessageType.PARTIAL_RESULT:
                 self._on_partial(op, ev, now)

@@ -120,6 +120,26 @@ ERROR_CODES: Final = MappingProxyType(
         "tool_call_parse_error": ERR_TYPE_SERVER,
     }
 )
+#: The codes the profile itself fixes (its document and upstream's recipes): strict, with no
+#: alias. The rest of ERROR_CODES is this project's recommendation.
+PROFILE_FIXED_ERROR_CODES: Final = ("missing_messages", "unsupported_operation", "backend_error")
+#: Other implementations' names for a recommended code (alias -> recommended code): the
+#: upstream vLLM NNRP adapter's (NagareWorks/vllm-nnrp-adapter). An alias is ``non-strict``;
+#: its ``error.type`` must still be the recommended code's family. Never maps to a
+#: profile-fixed code.
+ERROR_CODE_ALIASES: Final = MappingProxyType(
+    {
+        "unsupported_schema_version": "invalid_schema_version",
+        "invalid_body": "invalid_request",
+        "invalid_submit_body": "invalid_request",
+        "invalid_request_id": "invalid_request",
+        "invalid_nnrp_policy": "invalid_request",
+        "missing_model": "invalid_request",
+        "request_timeout": "timeout",
+        "backend_overload": "overloaded",
+        "scheduler_rejected": "overloaded",
+    }
+)
 ERR_MISSING_MESSAGES: Final = "missing_messages"
 ERR_UNSUPPORTED_OPERATION: Final = "unsupported_operation"
 ERR_BACKEND_ERROR: Final = "backend_error"

@@ -53,6 +53,7 @@ class FindingRecord:
     expected: Any = None
     seen: Any = None
     spec: str | None = None
+    level: str = "failed"  # failed | non-strict | informational (rules.py)
 
     @classmethod
     def from_finding(cls, finding: Any) -> FindingRecord:
@@ -63,6 +64,7 @@ class FindingRecord:
             expected=_jsonable(getattr(finding, "expected", None)),
             seen=_jsonable(getattr(finding, "seen", None)),
             spec=getattr(finding, "spec", None),
+            level=str(getattr(finding, "level", "failed")),
         )
 
     @classmethod
@@ -74,6 +76,7 @@ class FindingRecord:
             expected=data.get("expected"),
             seen=data.get("seen"),
             spec=data.get("spec"),
+            level=str(data.get("level", "failed")),
         )
 
 
@@ -99,6 +102,8 @@ class CaseRecord:
     message: str | None
     upstream: dict[str, Any]
     started_at: str | None = None
+    #: the Autobahn-style verdict: passed / non-strict / failed / informational / skipped
+    verdict: str = ""
 
     @property
     def passed(self) -> bool:
@@ -145,6 +150,7 @@ class CaseRecord:
             message=message,
             upstream=upstream,
             started_at=_jsonable(getattr(result, "started_at", None)),
+            verdict=str(getattr(verdict, "level", "") or result.outcome),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,6 +175,7 @@ class CaseRecord:
             message=data.get("message"),
             upstream=dict(data.get("upstream", {})),
             started_at=data.get("started_at"),
+            verdict=str(data.get("verdict", "")),
         )
 
 

@@ -120,6 +120,8 @@ class PlannedCase:
     parameters: dict[str, str] = field(default_factory=dict)
     checks: tuple[str, ...] = ()
     timeout_ms: int | None = None
+    #: what the recipe expects beyond the profile (rule, reading): checks.judge_beyond_profile
+    beyond_profile: dict[str, str] | None = None
     #: required capabilities the manifest does not claim (mandatory cases run anyway)
     missing_capabilities: tuple[str, ...] = ()
     #: extensions the case depends on: name -> critical
@@ -452,6 +454,7 @@ def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
         parameters=values,
         checks=recipe.checks,
         timeout_ms=recipe.timeout_ms,
+        beyond_profile=recipe.beyond_profile,
         missing_capabilities=missing if selection == SEL_SELECTED else (),
         extensions=case_exts,
         notes=tuple(notes),

@@ -43,6 +43,7 @@ from nnrp_conformance.fixtures import (
 )
 from nnrp_conformance.reports.format import event_runs, findings_block
 from nnrp_conformance.session import (
+    DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
     ConformanceCore,
     RunOptions,
@@ -117,6 +118,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "manifest claims)", metavar="N")
     add("--nnrp-timeout", "nnrp_timeout",
         f"per-case timeout in seconds (default {DEFAULT_TIMEOUT:g})", metavar="SECONDS")
+    add("--nnrp-idle-timeout", "nnrp_idle_timeout", "end a case when the endpoint sends no "
+        f"frame for this many seconds (default {DEFAULT_IDLE_TIMEOUT:g})", metavar="SECONDS")
+    add("--nnrp-strict", "nnrp_strict", "fail on non-strict findings too (recommendations not "
+        "followed)", ini_type="bool", action="store_true")
+    add("--nnrp-capabilities", "nnrp_capabilities", "the capability document as a file, used "
+        "when the endpoint has no discovery operation", metavar="FILE")
     add("--nnrp-results", "nnrp_results", "case results JSON (default "
         "nnrp-conformance/case-results.json)", metavar="PATH")
     add("--nnrp-report", "nnrp_report", "write PATH.md and PATH.html (or the .md/.html pair "
@@ -161,6 +168,7 @@ def _options(config: pytest.Config) -> RunOptions | None:
         except ValueError:
             raise pytest.UsageError(f"--nnrp-level expects an integer, got {level!r}") from None
     timeout = _value(config, "nnrp_timeout")
+    idle = _value(config, "nnrp_idle_timeout")
     try:
         params = parse_params(_value(config, "nnrp_params") or [])
     except SetupError as exc:
@@ -179,6 +187,10 @@ def _options(config: pytest.Config) -> RunOptions | None:
         extensions=tuple(_value(config, "nnrp_extensions") or ()),
         level=level,
         timeout=DEFAULT_TIMEOUT if timeout is None else _float(timeout, "--nnrp-timeout"),
+        idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None
+        else _float(idle, "--nnrp-idle-timeout"),
+        strict=bool(_value(config, "nnrp_strict")),
+        capabilities_file=path("nnrp_capabilities"),
         results=path("nnrp_results"),
         plan=path("nnrp_plan"),
         report=path("nnrp_report"),

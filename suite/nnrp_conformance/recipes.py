@@ -62,6 +62,11 @@ class Recipe:
         return tuple(self.data.get("checks") or ())
 
     @property
+    def beyond_profile(self) -> dict[str, str] | None:
+        """What the recipe expects beyond the profile (rule, reading), or None."""
+        return self.data.get("beyond_profile")
+
+    @property
     def timeout_ms(self) -> int | None:
         return self.data.get("timeout_ms")
 
@@ -172,6 +177,15 @@ def _semantic_problems(path: Path, data: dict[str, Any]) -> list[RecipeProblem]:
             problems.append(RecipeProblem(
                 path, f"/checks/{i}", f"unknown check {name!r} (known: "
                 f"{', '.join(sorted(NAMED_CHECKS))})"))
+    beyond = data.get("beyond_profile")
+    if isinstance(beyond, dict) and isinstance(beyond.get("rule"), str):
+        from nnrp_conformance import rules
+
+        rule = rules.lookup(beyond["rule"])
+        if rule is None or rule.tag != rules.TAG_RECOMMENDATION or rule.id != beyond["rule"]:
+            problems.append(RecipeProblem(
+                path, "/beyond_profile/rule", f"{beyond['rule']!r} is not a recommendation "
+                f"rule of the rulebook (docs/verdicts.md#rules)"))
     request = data.get("request", {})
     if "raw" in request and "envelope" in request:
         problems.append(RecipeProblem(

@@ -7,12 +7,9 @@ when ``request.cancel.after_events`` says so, recording the :class:`Observation`
 and asking :func:`~nnrp_conformance.checks.judge` for the verdict. Endpoint misbehaviour
 never raises: it becomes a failed :class:`CaseResult` with findings.
 
-Terminal mapping (client delivery -> logical terminal): ``result_push`` -> the kind of its
-profile event (``response.completed`` or an empty push -> success, ``response.error`` ->
-error, ``response.cancelled`` -> cancelled; no event and an error status -> error);
-``result_drop`` with ``PEER_CANCELLED`` or carrying ``response.cancelled`` -> cancelled,
-any other drop -> error; ``local_cancelled`` -> cancelled; ``timeout`` and
-``transport_error`` -> no terminal.
+Terminal mapping (client delivery -> logical terminal): :mod:`nnrp_conformance.terminals`,
+the one place that decides it. Only frames the endpoint sent count: the client's local
+lifecycle ``CANCELLED`` after our own cancel is evidence, never a terminal.
 
 Upstream case results require ``terminal`` to be success, error or cancelled. A case whose
 operation never ended (timeout, transport loss, flood) is reported with ``terminal: "error"``
@@ -34,6 +31,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks import Finding, Observation, Verdict, judge
+from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
@@ -41,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CASE_TIMEOUT_S",
+    "DEFAULT_IDLE_TIMEOUT_S",
     "DEFAULT_MAX_EVENTS",
     "CaseResult",
     "case_results_document",
@@ -48,10 +47,14 @@ __all__ = [
     "run_case",
     "skipped_result",
     "terminal_kind_of",
+    "unresponsive_result",
 ]
 
 #: per-case limit; a cold CPU vLLM needs ~15-20 s for its first request
 DEFAULT_CASE_TIMEOUT_S = 60.0
+#: idle limit: no frame from the endpoint for this long while an operation is open ends the
+#: case (above a cold CPU vLLM's 15-19 s before its first token; docs/verdicts.md#bounds)
+DEFAULT_IDLE_TIMEOUT_S = 25.0
 #: partial events accepted for one operation before the suite calls it a flood and cancels
 DEFAULT_MAX_EVENTS = 20_000
 #: the client's wire finding for an operation that exceeded its event cap
@@ -101,6 +104,7 @@ class CaseResult:
             terminal = contract.TERMINAL_ERROR
         diagnostics = _jsonable({
             **self.diagnostics,
+            "verdict": self.verdict.level,
             "terminal_observed": self.terminal,
             "findings": [f.to_dict() for f in self.verdict.findings],
             "level": self.level,
@@ -131,6 +135,22 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return bytes(value[:256]).decode("utf-8", "replace")
     return repr(value)
+
+
+def unresponsive_result(case: PlannedCase, why: str) -> CaseResult:
+    """A case failed at once by the run-level rule: the endpoint stopped answering."""
+    finding = Finding("endpoint.unresponsive", why, expected="frames from the endpoint",
+                      seen="nothing", spec=f"{contract.SCHEMA_VERSION} §3 terminal "
+                      "(every operation ends exactly once)")
+    verdict = Verdict(contract.OUTCOME_FAILED, None, [finding], f"{case.id}: 1 finding(s): "
+                      f"{finding}")
+    return CaseResult(
+        id=case.id, outcome=contract.OUTCOME_FAILED, terminal=None, verdict=verdict, events=[],
+        duration_s=0.0, started_at=_now(), level=case.level, status=case.status,
+        selection=case.selection, reason=case.reason,
+        diagnostics={"expected_terminal": case.expected_terminal, "operation": case.operation,
+                     "not_run": "endpoint unresponsive"},
+    )
 
 
 def skipped_result(case: PlannedCase) -> CaseResult:
@@ -167,41 +187,6 @@ def payload_of(case: PlannedCase) -> tuple[dict[str, Any] | bytes, list[Any] | N
     return payload, frames
 
 
-def _drop_is_cancel(reason: Any) -> bool:
-    if isinstance(reason, int) and not isinstance(reason, bool):
-        return reason == contract.WIRE_DROP_PEER_CANCELLED
-    name = str(getattr(reason, "name", reason) or "").lower()
-    return name in ("peer_cancelled", "3") or name.endswith("peer_cancelled")
-
-
-def terminal_kind_of(terminal: Any) -> str | None:
-    """The logical terminal of a client ``Terminal`` (mapping: module doc)."""
-    if terminal is None:
-        return None
-    delivery = getattr(terminal, "delivery", None)
-    event = getattr(terminal, "event", None)
-    etype = event.get("type") if isinstance(event, dict) else None
-    if delivery == "result_push":
-        if etype == contract.EV_ERROR:
-            return contract.TERMINAL_ERROR
-        if etype == contract.EV_CANCELLED:
-            return contract.TERMINAL_CANCELLED
-        if etype == contract.EV_COMPLETED:
-            return contract.TERMINAL_SUCCESS
-        status = getattr(terminal, "status_code", None)
-        if isinstance(status, int) and status >= contract.WIRE_STATUS_ERROR:
-            return contract.TERMINAL_ERROR
-        return contract.TERMINAL_SUCCESS
-    if delivery == "result_drop":
-        if etype == contract.EV_CANCELLED or _drop_is_cancel(getattr(terminal, "drop_reason",
-                                                                     None)):
-            return contract.TERMINAL_CANCELLED
-        return contract.TERMINAL_ERROR
-    if delivery == "local_cancelled":
-        return contract.TERMINAL_CANCELLED
-    return None
-
-
 # --- running ------------------------------------------------------------------------------
 
 
@@ -221,7 +206,10 @@ async def run_case(client: Any, case: PlannedCase, *,
                    timeout: float | None = DEFAULT_CASE_TIMEOUT_S,
                    manifest: Manifest | None = None,
                    capability_document: dict[str, Any] | None = None,
-                   max_events: int = DEFAULT_MAX_EVENTS) -> CaseResult:
+                   max_events: int = DEFAULT_MAX_EVENTS,
+                   idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                   strict: bool = False,
+                   capability_file: str | None = None) -> CaseResult:
     """Run ``case`` once over ``client`` and judge it (it runs even if not selected; callers
     decide about skipping). Never raises for endpoint misbehaviour."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
@@ -230,6 +218,9 @@ async def run_case(client: Any, case: PlannedCase, *,
     t0 = time.perf_counter_ns()
     obs = Observation()
     extra = obs.extra
+    extra["timeout_s"] = timeout_s
+    idle_s = idle_timeout if idle_timeout is not None and idle_timeout < timeout_s else None
+    extra["idle_timeout_s"] = idle_s
     first_ns: int | None = None
     terminal_ns: int | None = None
     cancel_ns: int | None = None
@@ -245,7 +236,7 @@ async def run_case(client: Any, case: PlannedCase, *,
         with anyio.move_on_after(timeout_s + _GRACE_S) as scope:
             try:
                 op = await client.submit(payload, timeout=timeout_s, frames=frames,
-                                         max_events=max_events + 1)
+                                         max_events=max_events + 1, idle_timeout=idle_s)
                 if after == 0:
                     cancel_ns = await _cancel(op)
                     obs.cancelled_at_index = -1
@@ -287,7 +278,8 @@ async def run_case(client: Any, case: PlannedCase, *,
     _finish_observation(obs, op, cancel_ns)
     if terminal_ns is None and obs.terminal_kind is not None:
         terminal_ns = time.perf_counter_ns()
-    verdict = judge(case, obs, manifest=manifest, capability_document=capability_document)
+    verdict = judge(case, obs, manifest=manifest, capability_document=capability_document,
+                    strict=strict, capability_file=capability_file)
     events = [e for e in obs.events if isinstance(e, dict)]
     if obs.terminal_event is not None:
         events.append(obs.terminal_event)
@@ -310,7 +302,11 @@ async def run_case(client: Any, case: PlannedCase, *,
         "events_after_cancel": extra.get("events_after_cancel", 0),
         "late_events": len(extra.get("late_events") or ()),
         "timed_out": obs.timed_out,
+        "cancel": extra.get("cancel"),
         "timeout_s": timeout_s,
+        "idle_timeout_s": idle_s,
+        "expired_by": extra.get("expired_by"),
+        "last_frame": extra.get("last_frame"),
         "frames": _frame_summary(obs.raw_events),
         "wire_findings": list(obs.wire_findings),
         "notes": list(case.notes),
@@ -341,11 +337,18 @@ def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> Non
         obs.terminal_event = ev if isinstance(ev, dict) else None
         if term.delivery == "timeout":
             obs.timed_out = True
+            extra["expired_by"] = getattr(op, "expired_by", None)
     obs.wire_findings = [dict(w) for w in getattr(op, "wire_findings", None) or ()]
     if any(w.get("rule") == CLIENT_FLOOD_RULE for w in obs.wire_findings):
         extra["flooded"] = True
         extra.setdefault("max_events", getattr(op, "max_events", None))
     received: Sequence[Any] = list(getattr(op, "received", None) or ())
+    from_endpoint = [ev for ev in received if ev.kind != "lifecycle"]
+    if from_endpoint:
+        last = from_endpoint[-1]
+        extra["last_frame"] = {"message_type": last.message_type,
+                               "after_submit_ms": _ms(last.received_at_ns,
+                                                      getattr(op, "submitted_at_ns", 0))}
     seen_terminal = False
     late: list[Any] = []
     for ev in received:
@@ -356,11 +359,31 @@ def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> Non
             seen_terminal = True
     if late:
         extra["late_events"] = late
+    extra["local_cancelled"] = getattr(op, "local_cancelled_at_ns", None) is not None
     if cancel_ns is not None:
+        extra["cancel"] = _cancel_evidence(op, term, cancel_ns)
         extra["events_after_cancel"] = sum(
             1 for ev in received
             if ev.kind == "partial" and isinstance(ev.received_at_ns, int)
             and ev.received_at_ns > cancel_ns)
+
+
+def _cancel_evidence(op: Any, term: Any, cancel_ns: int) -> dict[str, Any]:
+    """What the wire let the client see after its cancel (docs/verdicts.md#cancel)."""
+    local = getattr(op, "local_cancelled_at_ns", None)
+    answered = term is not None and term.delivery in DELIVERIES_FROM_ENDPOINT
+    diag = (getattr(term, "diagnostics", None) or {}) if answered else {}
+    cancellation = diag.get("cancellation") if isinstance(diag, dict) else None
+    return {
+        "answered_by": term.delivery if answered else None,
+        "answer_ms": _ms(getattr(term, "received_at_ns", None), cancel_ns) if answered else None,
+        "local_lifecycle_cancelled_ms": _ms(local, cancel_ns),
+        # frames nnrp-py refused to hand over after the cancel (3/4/105 on poll): counted,
+        # never read, and not attributable to an operation when several were cancelled
+        "stale_frames_after_cancel": getattr(op, "stale_after_cancel", 0),
+        "endpoint_events_sent": (cancellation or {}).get("events_sent")
+        if isinstance(cancellation, dict) else None,
+    }
 
 
 def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:

@@ -38,10 +38,11 @@ from nnrp_conformance.events import (
 )
 from nnrp_conformance.reports import report_paths
 from nnrp_conformance.reports.case_results import write_json
-from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S
+from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_RESULTS",
     "DEFAULT_TIMEOUT",
     "Artifacts",
@@ -56,6 +57,10 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = DEFAULT_CASE_TIMEOUT_S
+DEFAULT_IDLE_TIMEOUT = DEFAULT_IDLE_TIMEOUT_S
+#: after this many operations in a row (cases, and the discovery operation) during which the
+#: endpoint sent no frame at all, the remaining cases fail at once (docs/verdicts.md#bounds)
+UNRESPONSIVE_AFTER = 2
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_RESULTS = Path("nnrp-conformance") / "case-results.json"
 
@@ -114,6 +119,12 @@ class RunOptions:
     extensions: tuple[str, ...] = ()
     level: int | None = None
     timeout: float = DEFAULT_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    unresponsive_after: int = UNRESPONSIVE_AFTER
+    #: non-strict findings (recommendations not followed) fail the run
+    strict: bool = False
+    #: the capability document as a file, used when the endpoint has no discovery operation
+    capabilities_file: Path | None = None
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     results: Path | None = None
     plan: Path | None = None
@@ -153,6 +164,10 @@ class ConformanceCore:
         self.model_id: str | None = None
         self._client: Any = None
         self._portal: BlockingPortal | None = None
+        # run-level liveness: the operations in a row the endpoint answered with no frame,
+        # and the last frame it did send (message type, during what, wall time)
+        self._silent: list[str] = []
+        self._last_seen: str | None = None
         self._stack = contextlib.ExitStack()
 
     # --- connection --------------------------------------------------------------------
@@ -189,7 +204,8 @@ class ConformanceCore:
     def fetch_capabilities(self) -> dict[str, Any]:
         """The endpoint's capability document; a TargetError when it cannot be had."""
         # bounded by the case timeout too: a silent endpoint must not stall the run's start
-        timeout = min(self.options.timeout, DEFAULT_CONNECT_TIMEOUT)
+        timeout = min(self.options.timeout, DEFAULT_CONNECT_TIMEOUT, self.options.idle_timeout)
+        before = self.client.frames_received
         try:
             doc = self.portal.call(functools.partial(self.client.capabilities, timeout=timeout))
         except SetupError:
@@ -197,6 +213,8 @@ class ConformanceCore:
         except Exception as exc:
             raise TargetError(f"cannot fetch the capability document from "
                              f"{self.options.target!r}: {_problems_text(exc)}") from None
+        finally:
+            self._note_frames(before, contract.OP_CAPABILITIES_GET)
         if not isinstance(doc, dict):
             raise TargetError(f"the capability document from {self.options.target!r} is not a "
                              f"JSON object (got {type(doc).__name__})")
@@ -213,7 +231,12 @@ class ConformanceCore:
             return self.fetch_capabilities()
         except TargetError as exc:
             self.capabilities_error = str(exc)
+        if self.options.capabilities_file is None:
             return None
+        # The provider's own statement of its document, for an endpoint without (a working)
+        # discovery operation: it feeds selection and the model, and the capability case.
+        self.capabilities = load_json_object(self.options.capabilities_file)
+        return self.capabilities
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an async callable in the portal and return its result."""
@@ -252,7 +275,14 @@ class ConformanceCore:
             self.load_manifest()
         if self.recipes is None:
             self.load_recipes()
-        self.model_id = self.options.model or default_model(self.capabilities)
+        self.model_id = (self.options.model or default_model(self.capabilities)
+                         or next(iter(self.manifest.models), None))
+        if self.model_id is None and self.options.target:
+            # Never run every recipe against the recipes' placeholder model (issue 14).
+            why = self.capabilities_error or "the capability document lists no model"
+            raise SetupError(f"no model to test: {why}, and the manifest "
+                             f"{self.options.manifest} lists none; give one with --nnrp-model ID "
+                             f"(CLI: --model ID), or the document with --nnrp-capabilities FILE")
         try:
             self.plan = build_plan(
                 self.recipes,
@@ -308,7 +338,10 @@ class ConformanceCore:
 
         if case.selection != "selected" and not force:
             return runner.skipped_result(case)
-        return self.portal.call(
+        if len(self._silent) >= self.options.unresponsive_after:
+            return runner.unresponsive_result(case, self.unresponsive_reason())
+        before = self.client.frames_received
+        result = self.portal.call(
             functools.partial(
                 runner.run_case,
                 self.client,
@@ -316,8 +349,34 @@ class ConformanceCore:
                 timeout=self.options.timeout if timeout is None else timeout,
                 manifest=self.manifest,
                 capability_document=self.capabilities,
+                idle_timeout=self.options.idle_timeout,
+                strict=self.options.strict,
+                capability_file=(str(self.options.capabilities_file)
+                                 if self.options.capabilities_file is not None else None),
             )
         )
+        self._note_frames(before, case.id)
+        return result
+
+    def _note_frames(self, before: int, during: str) -> None:
+        """Count ``during`` as a silent operation, or remember the endpoint's last frame."""
+        client = self._client
+        if client is None:
+            return
+        if client.frames_received == before:
+            self._silent.append(during)
+            return
+        self._silent = []
+        kind, ns = client.last_frame or ("?", time.perf_counter_ns())
+        wall = time.time() - (time.perf_counter_ns() - ns) / 1e9
+        at = time.strftime("%H:%M:%S", time.gmtime(wall)) + f".{int(wall % 1 * 1000):03d}Z"
+        self._last_seen = f"{kind} during {during} at {at}"
+
+    def unresponsive_reason(self) -> str:
+        """The run-level finding's text: which operations got nothing, and the last frame."""
+        return (f"endpoint unresponsive: no frame at all during the last {len(self._silent)} "
+                f"operations ({', '.join(self._silent)}); last frame seen: "
+                f"{self._last_seen or 'none since the session opened'}")
 
     def close(self) -> None:
         client, self._client = self._client, None

@@ -39,7 +39,8 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "terminal-as-partial": ("terminal", ("chat-streaming-text",),
                             ("wire.partial_result.terminal_event", "terminal.exactly-once")),
     "late-event-after-cancel": ("late events / cancel handling", ("chat-cancel-client",),
-                                ("cancel.late-event", "wire.partial_after_cancel", "wire.result_after_cancel")),
+                                ("cancel.late-event", "wire.partial_after_cancel", "wire.result_after_cancel",
+                                 "cancel.unanswered")),
     "cancel-wrong-drop": ("cancel handling", ("chat-cancel-client",), ("terminal.kind", "cancel.drop")),
     "ignores-cancel-hint": ("cancel handling", ("chat-cancel-hint",), ("cancel.hint", "terminal.kind")),
     "bad-error-body": ("error body", ("chat-invalid-body-missing-messages",), ("error.body",)),
@@ -59,14 +60,19 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "sse-framing": ("wire mapping", ("chat-streaming-text",), ("event.decode", "wire.partial_result.json")),
     "silence": ("liveness", ("chat-streaming-text",), ("timeout.silence",)),
     "flood": ("liveness", ("chat-streaming-text",), ("flood.max-events", "timeout.no-terminal")),
-    # runs to completion: seen as the wrong terminal, or (past the short case timeout) as
-    # no terminal at all — both name the ignored deadline
+    # runs to completion: a valid answer past the total deadline the recipe expects beyond
+    # the profile (a recommendation, so judged with --strict: STRICT), or (past the short case
+    # timeout) no terminal at all — both name the ignored deadline
     "ignores-timeout": ("NNRP policy (timeout)", ("chat-timeout",),
-                        ("terminal.kind", "timeout.no-terminal")),
+                        ("timeout.total-deadline", "timeout.no-terminal")),
     "accepts-bad-wire": ("wire mapping (request)", ("wire-extra-frames", "wire-wrong-payload-kind"),
                          ("terminal.kind",)),
     "extension-misuse": ("extension misuse", ("chat-streaming-text",), ("event.schema",)),
 }
+
+
+#: defects that break a recommendation, not the profile: caught when the run is strict
+STRICT = {"ignores-timeout"}
 
 
 @dataclass
@@ -106,7 +112,9 @@ def _run(defect: str | None, tmp: Path) -> Run:
         return Run(defect, None, set(), 0.0, str(exc))
     results = tmp / f"results-{defect or 'correct'}.json"
     cmd = [*CLI, "run", "--target", address, "--manifest", str(EXAMPLE / "manifest.json"),
-           "--results", str(results), "--timeout", CASE_TIMEOUT_S]
+           "--results", str(results), "--timeout", CASE_TIMEOUT_S,
+           # the silent variants teach no model, which would be a setup error of its own
+           "--model", "minimal-model", *(["--strict"] if defect in STRICT else [])]
     for r in recipes:
         cmd += ["--recipes", str(R / f"{r}.yaml")]
     try:

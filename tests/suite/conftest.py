@@ -32,11 +32,13 @@ class Endpoint:
 
 
 @contextlib.contextmanager
-def running_endpoint(tmp: Path, defect: str | None = None) -> Iterator[Endpoint]:
-    """Start the example endpoint; yield once it announced its address; kill it by PID."""
+def running_endpoint(tmp: Path, defect: str | None = None,
+                     args: tuple[str, ...] = ()) -> Iterator[Endpoint]:
+    """Start the example endpoint (``args``: more of its options, e.g. ``--delta-delay-ms``);
+    yield once it announced its address; kill it by PID."""
     out = tmp / f"endpoint-{defect or 'correct'}.out"
     err = tmp / f"endpoint-{defect or 'correct'}.err"
-    cmd = [sys.executable, str(ENDPOINT), "--listen", "127.0.0.1:0"]
+    cmd = [sys.executable, str(ENDPOINT), "--listen", "127.0.0.1:0", *args]
     if defect:
         cmd += ["--defect", defect]
     with out.open("wb") as fout, err.open("wb") as ferr:

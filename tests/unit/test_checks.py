@@ -98,7 +98,7 @@ def rules(verdict: Any) -> list[str]:
 
 def test_correct_stream_passes() -> None:
     v = judge(case_of("level1.chat.streaming-text"),
-              obs([delta("Hel"), delta("lo")], "success", completion()), manifest=MANIFEST)
+              obs([delta("h"), delta("i")], "success", completion()), manifest=MANIFEST)
     assert v.outcome == "passed", v.findings
     assert v.terminal == "success" and v.findings == []
 
@@ -276,9 +276,13 @@ def test_real_cancel_passes_and_not_sent_fails() -> None:
     good = {"type": contract.EV_CANCELLED, "reason": "client"}
     assert judge(case, obs([delta()], "cancelled", good, cancelled_at_index=0)).passed
     assert judge(case, obs([delta()], "cancelled", None, cancelled_at_index=0)).passed
+    # issue 14: the profile leaves the reason open; the recipe no longer pins "client"
     v = judge(case, obs([delta()], "cancelled", {"type": contract.EV_CANCELLED,
                                                 "reason": "timeout"}, cancelled_at_index=0))
-    assert rules(v) == ["sequence.expected"]
+    assert v.passed and v.level == "passed", v.findings
+    v = judge(case, obs([delta()], "cancelled", {"type": contract.EV_CANCELLED,
+                                                "reason": "user_stop"}, cancelled_at_index=0))
+    assert (v.outcome, v.level, rules(v)) == ("passed", "non-strict", ["cancel.reason"])
     v = judge(case, obs([], "success", completion()))
     assert {"cancel.not-sent", "terminal.kind"} <= set(rules(v))
 
@@ -413,9 +417,35 @@ def test_terminal_mapping() -> None:
                                   drop=contract.WIRE_DROP_PEER_CANCELLED)) == "cancelled"
     assert terminal_kind_of(_term("result_drop", None,
                                   drop=contract.WIRE_DROP_BACKPRESSURE)) == "error"
-    assert terminal_kind_of(_term("local_cancelled")) == "cancelled"
+    # issue 14: where the client's and the runner's copies disagreed, the runner was right
+    assert terminal_kind_of(_term("result_drop", None,
+                                  drop=contract.WIRE_DROP_DEADLINE_EXPIRED)) == "error"
+    assert terminal_kind_of(_term("result_drop", {"type": contract.EV_CANCELLED, "reason": "client"},
+                                  drop=0)) == "cancelled"
+    # the client's own lifecycle CANCELLED is not the endpoint's answer to a cancel
+    assert terminal_kind_of(_term("local_cancelled")) is None
     assert terminal_kind_of(_term("timeout")) is None
     assert terminal_kind_of(_term("transport_error")) is None
+
+
+def test_client_terminal_outcome_is_the_same_rule() -> None:
+    from nnrp_conformance.client import Terminal
+
+    for args in [("result_push", None, 500), ("result_drop", None, None, 1),
+                 ("result_drop", None, None, 3), ("local_cancelled", None),
+                 ("result_push", completion(), 200)]:
+        t = Terminal(*args)
+        assert t.outcome == terminal_kind_of(t), args
+
+
+def test_unanswered_cancel_fails_even_after_the_local_lifecycle_cancel() -> None:
+    o = obs([delta()], None, timed_out=True)
+    o.cancelled_at_index = 0
+    o.extra.update(local_cancelled=True, delivery="timeout", timeout_s=5.0)
+    v = judge(case_of("level1.chat.cancel.client"), o)
+    assert v.outcome == "failed"
+    assert "cancel.unanswered" in rules(v)
+    assert "never answered the cancel" in v.message
 
 
 def test_raw_payloads() -> None:

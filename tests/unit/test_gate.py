@@ -233,6 +233,16 @@ def failed_mandatory(t: dict[str, Path]) -> None:
     _edit(_version_dir(t, LOWER) / "case-results.json", change)
 
 
+def non_strict_mandatory(t: dict[str, Path]) -> None:
+    # a non-strict case passes a provider's run, never the release gate (issue 14)
+    def change(doc: dict) -> None:
+        r = next(r for r in doc["results"] if r["id"] == "openai-compatible.chat.usage")
+        r["diagnostics"]["verdict"] = "non-strict"
+        r["diagnostics"]["findings"] = [{"rule": "event.diagnostics-field", "level": "non-strict",
+                                         "message": "a top-level diagnostics field"}]
+    _edit(_version_dir(t, CURRENT) / "case-results.json", change)
+
+
 def skipped_optional_claimed(t: dict[str, Path]) -> None:
     def change(doc: dict) -> None:
         r = next(r for r in doc["results"] if r["id"] == "openai-compatible.chat.cancellation")
@@ -379,6 +389,8 @@ CASES: list[tuple[str, Mutation, str, str]] = [
      "no valid case results"),
     ("failed-mandatory", failed_mandatory, contract.GATE_RECIPES_PASS,
      "openai-compatible.chat.usage failed"),
+    ("non-strict-mandatory", non_strict_mandatory, contract.GATE_RECIPES_PASS,
+     "non-strict (the release gate is strict): [event.diagnostics-field]"),
     ("skipped-claimed-optional", skipped_optional_claimed, contract.GATE_RECIPES_PASS,
      "cancellation skipped"),
     ("missing-result", missing_result, contract.GATE_RECIPES_PASS, "no result recorded"),

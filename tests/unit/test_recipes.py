@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -61,10 +63,27 @@ def test_bundled_recipes_load_and_cover_the_ten_level1_cases() -> None:
     assert all(r.rule for r in recipes if r.id.startswith("level1."))
 
 
-def test_bundled_upstream_recipes_are_the_upstream_files_unchanged() -> None:
+def _git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_bundled_upstream_recipes_are_byte_identical_to_upstream() -> None:
+    """recipes/upstream/UPSTREAM records upstream's commit and each file's git blob id
+    (``git ls-tree`` lines); every bundled upstream recipe, and the test data copies, must
+    hash to them: a drifted byte fails here (a change ships as our own recipe instead)."""
     bundled = bundled_recipes_dir() / "upstream"
-    for src in sorted(UPSTREAM.glob("chat-*.json")):
-        assert json.loads((bundled / src.name).read_text()) == json.loads(src.read_text())
+    lines = (bundled / "UPSTREAM").read_text(encoding="utf-8").splitlines()
+    assert any(re.fullmatch(r"commit [0-9a-f]{40}", line) for line in lines)
+    blobs = {}
+    for line in lines:
+        m = re.fullmatch(r"100644 blob ([0-9a-f]{40})\t\S+/(chat-[a-z-]+\.json)", line)
+        if m:
+            blobs[m.group(2)] = m.group(1)
+    assert sorted(blobs) == sorted(p.name for p in bundled.glob("*.json"))
+    assert len(blobs) == 8
+    for name, blob in blobs.items():
+        assert _git_blob_id((bundled / name).read_bytes()) == blob, f"{name} drifted"
+        assert _git_blob_id((UPSTREAM / name).read_bytes()) == blob, f"test copy {name}"
 
 
 def test_status_and_capabilities_of_bundled_recipes() -> None:

@@ -28,6 +28,7 @@ EXPECTED_NAMES = sorted(
         "case-results",
         "release-gate-report",
         "benchmark-results",
+        "rulebook",
     ]
 )
 

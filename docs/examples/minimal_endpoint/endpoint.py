@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -29,7 +30,7 @@ from typing import Any
 
 import anyio
 import chat_profile
-from chat_profile import Plan, cancelled_event, encode, error_plan
+from chat_profile import OP_CAPABILITIES, Plan, cancelled_event, encode, error_plan
 from defects import DEFECTS, check_defect
 from nnrp import StreamSemantics
 from nnrp.core import (
@@ -57,6 +58,7 @@ from nnrp.server import (
     NativeServerProviderRoute,
     listen_native_server,
 )
+from variants import VARIANTS, check_variant, restyle, serves_discovery
 
 #: events sent per operation between two polls, so a cancel is seen within one slice
 SLICE_EVENTS = 4
@@ -108,6 +110,7 @@ class Config:
     model: str
     defect: str | None
     delta_delay_s: float
+    variant: str | None = None
 
 
 def decode_request(op: Any, defect: str | None) -> bytes | Plan:
@@ -175,8 +178,20 @@ class Session:
 
     # --- sending -------------------------------------------------------------------------
 
+    def restyled(self, op: Any, body: bytes) -> bytes:
+        """A conformant variant's way of writing an event (variants.py)."""
+        if self.config.variant is None:
+            return body
+        try:
+            event = json.loads(body)
+        except ValueError:
+            return body  # a defect's deliberately broken body stays as it is
+        return encode(restyle(event, self.config.variant, op.operation_id)) \
+            if isinstance(event, dict) else body
+
     async def send_partial(self, state: OpState, body: bytes) -> None:
         op = state.op
+        body = self.restyled(op, body)
         seq = state.sent + 1
         metadata = PartialResultMetadata(op.operation_id, seq, 0, seq - 1, len(body), 0)
         await op.send_partial_result(metadata, body)
@@ -186,7 +201,8 @@ class Session:
         op = state.op
         state.finished = True
         frame = build_typed_payload_frame(
-            PayloadKind.STRUCTURED_EVENT, encode(event), stream_semantics=StreamSemantics.SNAPSHOT
+            PayloadKind.STRUCTURED_EVENT, self.restyled(op, encode(event)),
+            stream_semantics=StreamSemantics.SNAPSHOT,
         )
         packet = build_result_push_typed_payload_packet(
             session_id=0, frame_id=op.frame_id, frames=(frame,), status_code=status
@@ -220,7 +236,7 @@ class Session:
         op = state.op
         state.finished = True
         code = ResultDropReasonCode.PEER_CANCELLED
-        diag = encode(
+        diag = self.restyled(op, encode(
             cancelled_event(
                 reason,
                 source=reason,
@@ -228,7 +244,7 @@ class Session:
                 events_sent=state.sent,
                 backend_aborted=True,
             )
-        )
+        ))
         if self.config.defect == "cancel-wrong-drop":
             code, diag = ResultDropReasonCode.BACKPRESSURE, b""
         metadata = ResultDropReasonMetadata(
@@ -246,6 +262,9 @@ class Session:
         request = decode_request(op, config.defect)
         if isinstance(request, Plan):
             plan = request
+        elif not serves_discovery(config.variant) and _operation(request) == OP_CAPABILITIES:
+            plan = error_plan("unsupported_operation",
+                              f"operation {OP_CAPABILITIES!r} is not served here")
         else:
             plan = chat_profile.plan_request(
                 request, op_id=op.operation_id, model=config.model, defect=config.defect
@@ -379,6 +398,14 @@ class Session:
                 await self.drop_cancelled(state, reason)
 
 
+def _operation(payload: bytes) -> Any:
+    try:
+        envelope = json.loads(payload)
+    except ValueError:
+        return None
+    return envelope.get("operation") if isinstance(envelope, dict) else None
+
+
 def parse_listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
@@ -430,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--defect", default=None, help="inject one defect (see --list-defects)")
     parser.add_argument("--delta-delay-ms", type=float, default=1.0,
                         help="simulated generation time per token (default 1.0)")
+    parser.add_argument("--variant", default=None,
+                        help="a conformant variant: " + "; ".join(
+                            f"{k}: {v}" for k, v in VARIANTS.items()))
     parser.add_argument("--list-defects", action="store_true", help="list defects and exit")
     args = parser.parse_args(argv)
     if args.list_defects:
@@ -441,9 +471,14 @@ def main(argv: list[str] | None = None) -> int:
         defect = check_defect(args.defect)
     except ValueError as exc:
         parser.error(str(exc))
+    try:
+        variant = check_variant(args.variant)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.delta_delay_ms < 0:
         parser.error("--delta-delay-ms must be >= 0")
-    config = Config(model=args.model, defect=defect, delta_delay_s=args.delta_delay_ms / 1000)
+    config = Config(model=args.model, defect=defect, delta_delay_s=args.delta_delay_ms / 1000,
+                    variant=variant)
     host, port = args.listen
     try:
         anyio.run(serve, host, port, config)

@@ -10,7 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from nnrp_conformance.session import DEFAULT_TIMEOUT, RunOptions, SetupError, parse_params
+from nnrp_conformance.session import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    RunOptions,
+    SetupError,
+    parse_params,
+)
 
 __all__ = ["add_plan_options", "error", "options_from_args"]
 
@@ -52,6 +58,10 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool) 
                              "results)")
     parser.add_argument("--connect-timeout", type=_positive, default=10.0, metavar="SECONDS",
                         help="connection timeout (default 10)")
+    parser.add_argument("--capabilities", "--nnrp-capabilities", dest="capabilities",
+                        type=Path, metavar="FILE",
+                        help="the capability document as a file: used when the endpoint has no "
+                             "discovery operation (plan: instead of a target)")
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +69,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", "--nnrp-timeout", dest="timeout", type=_positive,
                         default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"per-case timeout (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--idle-timeout", "--nnrp-idle-timeout", dest="idle_timeout",
+                        type=_positive, default=DEFAULT_IDLE_TIMEOUT, metavar="SECONDS",
+                        help="end a case when the endpoint sends no frame for this long "
+                             f"(default {DEFAULT_IDLE_TIMEOUT:g})")
+    parser.add_argument("--strict", "--nnrp-strict", dest="strict", action="store_true",
+                        help="fail on non-strict findings too (recommendations not followed)")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
                         help="write PATH.md and PATH.html (or the .md/.html pair named by PATH)")
 
@@ -75,7 +91,10 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         extensions=tuple(args.extensions),
         level=args.level,
         timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
+        idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
         connect_timeout=args.connect_timeout,
+        strict=getattr(args, "strict", False),
+        capabilities_file=args.capabilities,
         results=args.results,
         plan=args.plan,
         report=getattr(args, "report", None),

@@ -8,7 +8,6 @@ unless ``--model`` is given.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -27,8 +26,6 @@ HELP = "write the execution plan (which recipes run, with which request) without
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser, target_required=False)
-    parser.add_argument("--capabilities", type=Path, metavar="PATH",
-                        help="a capability document file to plan against instead of a target")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -210,6 +210,13 @@ def _row(case: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
         row["message"] = "no result recorded"
         return row
     row["outcome"] = result["outcome"]
+    if _diag(result).get("verdict") == "non-strict":
+        # The release gate is strict: the reference adapter follows this project's
+        # recommendations too (docs/verdicts.md#levels).
+        row["outcome"] = contract.OUTCOME_FAILED
+        notes = [f"[{f.get('rule')}] {f.get('message')}" for f in _diag(result).get("findings")
+                 or () if isinstance(f, dict) and f.get("level") == "non-strict"]
+        row["message"] = "non-strict (the release gate is strict): " + "; ".join(notes)[:2000]
     row["terminal"] = result["terminal"]
     duration = _diag(result).get("duration_s")
     if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:

@@ -27,9 +27,10 @@ MAX_FINDINGS_SHOWN = 8
 
 
 def verdict_label(record: CaseRecord) -> str:
-    if record.skipped and record.selection != "selected":
+    """passed / non-strict / failed / informational / skipped (rules.py levels)."""
+    if record.skipped:
         return "skipped"
-    return record.outcome
+    return record.verdict or record.outcome
 
 
 def clip(text: str, width: int | None) -> str:
@@ -50,6 +51,9 @@ def reason_text(record: CaseRecord, width: int | None = None) -> str:
         return clip(text, width)
     if record.failed and record.message:
         return clip(record.message, width)
+    if record.findings and not record.skipped:
+        first = record.findings[0]
+        return clip(f"{first.level}: {first.rule}: {first.message}", width)
     return clip(record.reason or "", width)
 
 
@@ -61,9 +65,13 @@ def counts(records: Iterable[CaseRecord]) -> dict[str, int]:
 
 
 def summary_line(records: Sequence[CaseRecord]) -> str:
-    """'N passed, N failed, N skipped' (the plain closing line CI readers understand)."""
+    """'N passed, N failed, N skipped' (the plain closing line CI readers understand), then
+    how many of the passed were non-strict or informational."""
     c = counts(records)
-    return f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+    line = f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+    notes = [f"{n} {label}" for label in ("non-strict", "informational")
+             if (n := sum(1 for r in records if verdict_label(r) == label))]
+    return line + (f" ({', '.join(notes)})" if notes else "")
 
 
 def render_value(value: Any) -> str:
@@ -76,13 +84,16 @@ def render_value(value: Any) -> str:
 def finding_lines(case_id: str, finding: FindingRecord) -> list[str]:
     """One finding as an indented block: rule and citation, where, expected vs seen."""
     head = f"{case_id}: [{finding.rule}]"
+    if finding.level != "failed":
+        head += f" {finding.level.upper()}"
     if finding.spec:
         head += f" ({finding.spec})"
     lines = [head, f"  {finding.message}"]
     if finding.event_index is not None:
         lines.append(f"  at event #{finding.event_index}")
     if finding.expected is not None:
-        lines.append(f"  expected: {render_value(finding.expected)}")
+        label = "recommended:" if finding.level == "non-strict" else "expected:"
+        lines.append(f"  {label} {render_value(finding.expected)}")
     if finding.seen is not None:
         lines.append(f"  seen:     {render_value(finding.seen)}")
     return lines

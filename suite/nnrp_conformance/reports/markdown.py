@@ -17,7 +17,8 @@ from nnrp_conformance.reports.format import (
 
 __all__ = ["MarkdownHandler", "render_markdown"]
 
-_ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped"}
+_ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped",
+          "non-strict": "⚠️ non-strict", "informational": "ℹ️ informational"}
 
 
 def _cell(text: object) -> str:
@@ -71,9 +72,12 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
             + " |"
         )
     failed = [r for r in records if r.failed]
-    if failed:
-        out += ["", "## Failures", ""]
-        for r in failed:
+    noted = [r for r in records if verdict_label(r) in ("non-strict", "informational")]
+    for title, group in (("Failures", failed), ("Non-strict and informational", noted)):
+        if not group:
+            continue
+        out += ["", f"## {title}", ""]
+        for r in group:
             out += [f"### `{r.id}` ({r.status})", ""]
             if r.event_types:
                 out += [f"Events seen: {event_runs(r.event_types)}", ""]

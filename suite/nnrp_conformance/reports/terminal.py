@@ -36,7 +36,8 @@ def summary_console(file: object = None, *, color: bool | None = None,
         kwargs["no_color"] = not color
     return Console(**kwargs)
 
-_STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow"}
+_STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow", "non-strict": "magenta",
+           "informational": "cyan"}
 
 
 def _table(records: Sequence[CaseRecord], title: str, width: int) -> Table:
@@ -51,7 +52,6 @@ def _table(records: Sequence[CaseRecord], title: str, width: int) -> Table:
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("reason", no_wrap=True)
     for r in records:
-        label = verdict_label(r)
         label = verdict_label(r)
         table.add_row(
             r.id,
@@ -84,6 +84,13 @@ def render_summary(
         console.print(Text(f"FAILED {r.id} ({r.status})", style="bold red"))
         if not r.findings and r.message:
             console.print(f"  {r.message}", markup=False, highlight=False, soft_wrap=True)
+        for line in findings_block(r):
+            console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+    for r in records:
+        if verdict_label(r) not in ("non-strict", "informational"):
+            continue
+        console.print(Text(f"{verdict_label(r).upper()} {r.id} ({r.status})",
+                           style=_STYLES[verdict_label(r)]))
         for line in findings_block(r):
             console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
     for path in written:

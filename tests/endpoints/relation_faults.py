@@ -1,0 +1,86 @@
+"""Faulty variants of the example endpoint, one per relation rule (docs/verdicts.md#relations).
+
+Each fault breaks one relation between fields and keeps every event schema-valid, ordered and
+otherwise consistent, so that only the rule judging that relation can catch it. It imports
+nothing from the suite: it wraps the example endpoint's one hook through which every event body
+passes (``Session.restyled``) and then runs the example endpoint's own ``main``.
+
+    python tests/endpoints/relation_faults.py FAULT --listen 127.0.0.1:0 [endpoint options]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples" /
+                       "minimal_endpoint"))
+
+import endpoint  # the example endpoint, not the suite
+
+
+def _usage_arithmetic(ev: dict[str, Any]) -> None:
+    # both totals off by one: the streamed and the body usage still agree with each other
+    if ev.get("type") == "response.usage":
+        ev["usage"]["total_tokens"] += 1
+    body = ev.get("body") if ev.get("type") == "response.completed" else None
+    if isinstance(body, dict) and isinstance(body.get("usage"), dict):
+        body["usage"]["total_tokens"] += 1
+
+
+def _usage_agreement(ev: dict[str, Any]) -> None:
+    # the streamed usage counts one more input token, arithmetic intact
+    if ev.get("type") == "response.usage":
+        ev["usage"]["input_tokens"] += 1
+        ev["usage"]["total_tokens"] += 1
+
+
+def _text_agreement(ev: dict[str, Any]) -> None:
+    body = ev.get("body") if ev.get("type") == "response.completed" else None
+    for choice in (body or {}).get("choices") or ():
+        message = choice.get("message") or {}
+        if isinstance(message.get("content"), str) and message["content"]:
+            message["content"] += " (edited)"
+
+
+def _tool_call_identity(ev: dict[str, Any]) -> None:
+    if ev.get("type") == "response.tool_call.delta":
+        ev["item_id"] = f"{ev['item_id']}-moved"
+
+
+#: fault -> (how it corrupts one event in place, the one rule that must catch it)
+FAULTS = {
+    "usage-arithmetic": (_usage_arithmetic, "usage.arithmetic"),
+    "usage-agreement": (_usage_agreement, "usage.agreement"),
+    "text-agreement": (_text_agreement, "text.agreement"),
+    "tool-call-identity": (_tool_call_identity, "tool-call.identity"),
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in FAULTS:
+        print(f"usage: relation_faults.py FAULT [endpoint options]; FAULT is one of "
+              f"{', '.join(FAULTS)}", file=sys.stderr)
+        return 2
+    corrupt = FAULTS[argv[0]][0]
+    original = endpoint.Session.restyled
+
+    def restyled(self: Any, op: Any, body: bytes) -> bytes:
+        body = original(self, op, body)
+        try:
+            event = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(event, dict):
+            return body
+        corrupt(event)
+        return json.dumps(event, separators=(",", ":")).encode()
+
+    endpoint.Session.restyled = restyled  # type: ignore[method-assign]
+    return endpoint.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
