@@ -330,15 +330,48 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
             failures.append(f"{doc.path}: versions.vllm is {vllm!r}, the directory is for "
                             f"vLLM {version}")
         evidence.append(str(doc.path))
+    targets_missed: list[str] = []
     for version, doc in ev.all_benchmarks():
         if doc.ok:
             spec = wanted.get(doc.data["name"])
-            summaries.append(_summary(version, doc, spec.title if spec else None,
-                                      bool(spec and spec.latency)))
+            summary = _summary(version, doc, spec.title if spec else None,
+                               bool(spec and spec.latency))
+            failures += benchmark_own_failures(doc)
+            summary["targets_missed"] = missed_targets(doc)
+            targets_missed += [f"{doc.path}: {t}" for t in summary["targets_missed"]]
+            summaries.append(summary)
     names = ", ".join(b.name for b in req.benchmarks)
     ok = f"benchmark baseline recorded ({names}), machine and versions included"
     return _verdict(contract.GATE_BENCHMARK_BASELINE, failures, ok, evidence=evidence,
-                    details={"benchmarks": summaries})
+                    details={"benchmarks": summaries, "targets_missed": targets_missed})
+
+
+#: parameters by which a benchmark records that its run failed a correctness check (a cancel
+#: that did not take effect, a frame after a terminal): such evidence can never pass the gate
+_MUST_BE_ZERO = ("cancel_not_effective", "events_after_terminal")
+
+
+def benchmark_own_failures(doc: Document) -> list[str]:
+    """Correctness failures a benchmark recorded about its own run (they fail the gate)."""
+    params = doc.data.get("parameters") or {}
+    out = []
+    for key, value in params.items():
+        if key.endswith("_verdict") and value == "fail":
+            out.append(f"{doc.path}: the benchmark's own verdict {key} is 'fail'")
+    for key in _MUST_BE_ZERO:
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            out.append(f"{doc.path}: {key} = {value} (must be 0)")
+    return out
+
+
+def missed_targets(doc: Document) -> list[str]:
+    """Performance targets (``target.*`` parameters) the recorded run did not meet.
+
+    Shown in every gate report, in red; they do not fail the release: speed on a shared
+    machine is evidence to read, correctness (``benchmark_own_failures``) is a gate."""
+    params = doc.data.get("parameters") or {}
+    return sorted(k for k, v in params.items() if k.startswith("target.") and v is False)
 
 
 # --- (d) vLLM smoke -------------------------------------------------------------------------

@@ -208,7 +208,12 @@ def _benchmarks(report: dict[str, Any]) -> list[str]:
                        f"<td>{escape(r['numerator'])} / {escape(r['denominator'])}</td>"
                        f"<td class='num'>{_fmt(r['value'])}</td><td></td><td></td><td></td>"
                        f"<td></td></tr>")
-        out.append("</table><div class='charts'>")
+        out.append("</table>")
+        if b.get("targets_missed"):
+            out.append("<p class='fail'>Performance targets missed (shown, not gating): "
+                       + ", ".join(f"<code>{escape(t)}</code>" for t in b["targets_missed"])
+                       + "</p>")
+        out.append("<div class='charts'>")
         out.append(f"<figure>{_bars_svg(b['metrics'])}<figcaption>p50 / p95 per metric"
                    f"</figcaption></figure>")
         if b.get("latency"):

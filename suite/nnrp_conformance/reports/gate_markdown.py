@@ -68,6 +68,10 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
             for r in b.get("ratios", []):
                 lines.append(f"| {b['name']} | {_cell(b.get('vllm') or '—')} | "
                              f"ratio `{r['name']}` | — | {_num(r['value'])} | | | |")
+        missed = _gate(report, "benchmark_baseline").get("details", {}).get("targets_missed")
+        if missed:
+            lines += ["", "**Performance targets missed** (shown, not gating):", ""]
+            lines += [f"- ❌ `{_cell(t)}`" for t in missed]
 
     lines += ["", "## Environment", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in report["environment"].items()]
