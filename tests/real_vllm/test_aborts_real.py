@@ -252,9 +252,13 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     exactly once, no event arrives after a terminal, and the engine holds nothing at the end."""
     rng = random.Random(16)
     deadline = time.monotonic() + STORM_SECONDS
-    tally = {"ops": 0, "cancelled": 0, "disconnected": 0, "after_terminal": 0, "other": 0}
+    tally = {"ops": 0, "cancelled": 0, "disconnected": 0, "after_terminal": 0, "other": 0,
+             "crossed": 0}
     anomalies: list[str] = []
-    bad = ("wire.frame_after_terminal", "wire.partial_after_cancel", "wire.result_after_cancel")
+    # An answer can end on the wire while our cancel is on its way (a short answer, a reader
+    # behind the wire): its RESULT_PUSH then crosses the cancel. That is one terminal, counted
+    # and printed; a frame after an operation's terminal is the failure.
+    crossing = ("wire.partial_after_cancel", "wire.result_after_cancel")
 
     async def lane(n: int) -> None:
         while time.monotonic() < deadline:
@@ -278,7 +282,8 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
                             await op.cancel()
                     term = op.terminal
                     assert term is not None
-                    late = [f for f in op.wire_findings if f["rule"] in bad]
+                    late = [f for f in op.wire_findings if f["rule"] == "wire.frame_after_terminal"]
+                    tally["crossed"] += any(f["rule"] in crossing for f in op.wire_findings)
                     tally["cancelled"] += term.outcome == contract.TERMINAL_CANCELLED
                     odd = term.outcome not in (contract.TERMINAL_CANCELLED, contract.TERMINAL_SUCCESS)
                     tally["other"] += odd
