@@ -97,16 +97,98 @@ def test_content_of_chunk() -> None:
     assert parity.content_of_chunk(usage) == (None, 32)
 
 
+def _round(path: str, r: int, samples: list, wall: float, serving: float, engine: float,
+           client: float = 0.1) -> parity.RoundResult:
+    from vllm_nnrp_adapter.benchmark.proc_cpu import TreeCpu
+
+    return parity.RoundResult(path, r, samples, wall, TreeCpu(serving, engine), client, 0.01,
+                              "1.00 1.00 1.00")
+
+
 def test_request_sample_and_summary() -> None:
     ms = 1_000_000
     s = parity.RequestSample(0, [10 * ms, 12 * ms, 15 * ms], 20 * ms, tokens=4)
     assert s.ttft_ms == 10.0 and s.total_ms == 20.0 and s.tokens_per_s == pytest.approx(200.0)
     broken = parity.RequestSample(0, error="HTTP 500")
-    summary = parity.summarise([([s, broken], 0.5)])
+    summary = parity.summarise([_round("http", 0, [s, broken], 0.5, 0.2, 0.4)])
     assert summary["ttft_ms"] == [10.0]
     assert summary["itl_ms"] == [2.0, 3.0]
     assert summary["aggregate_tokens_per_s"] == [8.0]
-    assert summary["errors"] == [1.0]
+    # 4 tokens: 0.2 s of serving CPU is 50 s per 1,000 tokens; the broken request adds none
+    assert summary["serving_cpu_s_per_1k_tokens"] == [pytest.approx(50.0)]
+    assert summary["engine_cpu_s_per_1k_tokens"] == [pytest.approx(100.0)]
+    assert summary["errors"] == 1
+
+
+def test_rounds_alternate_which_path_goes_first() -> None:
+    assert parity.round_order(0) == (parity.HTTP, parity.NNRP)
+    assert parity.round_order(1) == (parity.NNRP, parity.HTTP)
+    assert parity.round_order(2) == parity.round_order(0)
+
+
+def test_parity_document_reports_ratios_cpu_and_targets() -> None:
+    ms = 1_000_000
+
+    def req(ttft: int, gap: int) -> parity.RequestSample:
+        return parity.RequestSample(0, [ttft * ms + i * gap * ms for i in range(4)],
+                                    (ttft + 4 * gap) * ms, tokens=4)
+
+    measured = {}
+    for w in (("short", 1), ("short", 8)):
+        rounds = []
+        for r in range(2):
+            for path in parity.round_order(r):
+                if path == parity.HTTP:
+                    rounds.append(_round(path, r, [req(10, 2)] * 4, 0.1, 0.02, 0.05))
+                else:  # half the throughput, twice the TTFT, twice the serving CPU
+                    rounds.append(_round(path, r, [req(20, 2)] * 4, 0.2, 0.04, 0.05))
+        measured[w] = rounds
+    params: dict = {"interleaved": True}
+    doc = parity.build_document(measured, plan=parity.Plan(2, {1: 4, 8: 4}),
+                                vllm_version="0.22.1", parameters=params, notes=[])
+    assert validation.validate("benchmark-results", doc) == []
+    ratios = {r["name"]: r["value"] for r in doc["ratios"]}
+    assert ratios["nnrp/http.short.c8.aggregate_tokens_per_s"] == pytest.approx(0.5)
+    assert ratios["nnrp/http.short.c8.ttft_p50"] == pytest.approx(2.0)
+    assert ratios["nnrp/http.short.c8.serving_cpu_s_per_1k_tokens"] == pytest.approx(2.0)
+    assert ratios["nnrp/http.short.c8.engine_cpu_s_per_1k_tokens"] == pytest.approx(1.0)
+    spread = next(m for m in doc["metrics"]
+                  if m["name"] == "nnrp/http.short.c8.aggregate_tokens_per_s_by_round")
+    assert spread["values"] == [pytest.approx(0.5)] * 2
+    p = doc["parameters"]
+    assert p["interleaved"] is True
+    assert p["target.short.c8.tokens_per_s_ratio_ge_0.97"] is False
+    assert p["target.short.c8.serving_cpu_per_1k_le_http"] is False
+    assert p["target.short.c8.itl_p95_le_1.05x"] is True
+    assert "target.short.c1.serving_cpu_per_1k_le_http" not in p  # only at c >= 8
+
+
+def test_process_tree_cpu_counts_a_busy_child_as_engine() -> None:
+    """Real processes: a child that spins shows up in the engine share, not the root's."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from vllm_nnrp_adapter.benchmark.proc_cpu import cpu_seconds, descendants, tree_cpu
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt=time.process_time()\n"
+                              "while time.process_time()-t<0.6: pass\ntime.sleep(30)"])
+    try:
+        before = tree_cpu(os.getpid())
+        assert child.pid in descendants(os.getpid())
+        deadline = time.monotonic() + 20  # bounded, and a loaded machine may be slow
+        while (cpu_seconds(child.pid) or 0.0) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spent = tree_cpu(os.getpid()).since(before)
+        assert spent.engine >= 0.3
+        assert spent.serving < 0.3
+        assert cpu_seconds(child.pid) is not None
+    finally:
+        child.kill()
+        child.wait()
+    assert cpu_seconds(child.pid) is None
 
 
 # --- cancellation and the smoke -----------------------------------------------------------------
