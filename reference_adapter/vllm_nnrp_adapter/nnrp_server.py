@@ -32,8 +32,10 @@ from typing import Any
 import anyio
 from nnrp.core import MessageType
 from nnrp.native import (
+    FFI_STATUS_WOULD_BLOCK,
     NativeInvalidStateError,
     NativeRuntimeError,
+    NativeStatus,
     NativeWouldBlockError,
     _buffer_view_from_payload,
     _NnrpServerSendResultRequest,
@@ -45,6 +47,7 @@ from nnrp.runtime import (
     RuntimeRole,
 )
 from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
+from nnrp.server.native import _allocate_native_handle_id
 
 from nnrp_conformance import contract
 from nnrp_conformance.wire import codec, nodelay
@@ -68,6 +71,8 @@ _IDLE_POLL_MS = 25  # poll wait of a session with no operation in flight
 _BURST_SEND_SLICE_NS = 2_000_000
 _GONE_THRESHOLD = 32  # consecutive 3/4/105 polls that mean the peer is gone (notes §7)
 _ABORT_HOOK_TIMEOUT_S = 2.0
+# one native accept wait; also how long a stopping server may wait for its accept thread
+_ACCEPT_SLICE_MS = 200
 
 
 @dataclass(slots=True)
@@ -139,6 +144,52 @@ def _send_drop(op: Any, md: ResultDropReasonMetadata, diagnostic: bytes) -> None
             op._handle, op.frame_id, MessageType.RESULT_DROP_REASON, md, diagnostic
         ),
     )
+
+
+def _has_accept_internals(server: Any) -> bool:
+    return all(
+        hasattr(server, a)
+        for a in (
+            "_servers",
+            "_accept_lock",
+            "_accept_session_handle_ids",
+            "_sessions",
+            "_ensure_open",
+            "_release_pending_accept_tickets",
+        )
+    )
+
+
+def _accept_blocking(server: Any, slice_ms: int) -> Any:
+    """``NativeServer.accept`` waiting in native code for up to ``slice_ms``.
+
+    nnrp-py's accept calls the native accept in 1 ms slices from Python, raising and
+    catching an exception per slice: ~6 % of a core here with nobody connecting (3.6 % of
+    the adapter's CPU per token under load came from it). The same native call with a long
+    slice waits in native code (0.2 % of a core at 100 ms). Same bookkeeping as the SDK's:
+    one pending accept ticket per listener kept across slices, the session recorded in the
+    server's list; the caller releases the ticket when it stops accepting.
+    """
+    with server._accept_lock:
+        server._ensure_open()
+        ids = server._accept_session_handle_ids
+        if not ids:
+            ids.extend(None for _ in server._servers)
+        per = max(1, slice_ms // max(1, len(server._servers)))
+        for index, (_transport, listener) in enumerate(server._servers):
+            handle_id = ids[index]
+            if handle_id is None:
+                handle_id = ids[index] = _allocate_native_handle_id()
+            try:
+                session = listener.accept_session(
+                    session_handle_id=handle_id, generation=1, timeout_ms=per
+                )
+            except NativeWouldBlockError:
+                continue
+            ids[index] = None
+            server._sessions.append(session)
+            return session
+    raise NativeWouldBlockError(NativeStatus(FFI_STATUS_WOULD_BLOCK))
 
 
 # --- per-operation state shared by the loop and the pump ----------------------------------
@@ -214,6 +265,8 @@ class _SessionPump:
         self.stop = False
         self.gap_ewma_ns = 0.0
         self.last_enqueue_ns = 0
+        self.pump_waiting = False  # the pump sleeps on cond (set and read under its lock)
+        self.wake_pending = False  # a wake-up is scheduled for the end of this loop iteration
         self.thread = threading.Thread(
             target=self._run, name=f"nnrp-session-{self.session_id}", daemon=True
         )
@@ -233,10 +286,24 @@ class _SessionPump:
             if terminal is not None:
                 op.terminal = terminal
             self.ready.append(op)
-            self.cond.notify()
+            wake = self.pump_waiting and not self.wake_pending
+            if wake:
+                self.wake_pending = True
+        if wake:
+            # One wake-up per loop iteration, after every handler it runs has queued its
+            # event: vLLM hands each engine step's outputs to all streams in one iteration,
+            # and waking the pump per event made it fight the loop for the GIL once per
+            # event (docs/performance.md). A pump that is not waiting needs no wake-up:
+            # it looks at the ready queue before it waits again.
+            loop = self.server._loop
+            if loop is not None:
+                loop.call_soon(self.wake)
+            else:
+                self.wake()
 
     def wake(self) -> None:
         with self.cond:
+            self.wake_pending = False
             self.cond.notify()
 
     # --- pump thread ---------------------------------------------------------------------------
@@ -270,7 +337,9 @@ class _SessionPump:
                         ) / 1e9
                         with self.cond:
                             if not self.ready and not self.stop:
+                                self.pump_waiting = True
                                 self.cond.wait(max(wait_s, 0.0))
+                                self.pump_waiting = False
                         continue
                     self._check_deadlines(now)
                 try:
@@ -646,26 +715,38 @@ class NnrpServer:
     def _accept_main(self) -> None:
         # accept() must be running while a client handshakes (notes §4.5); a thread of its own
         # keeps that true whatever the event loop is doing, for in-process tests too
-        asyncio.run(self._accept_loop())
+        server = self._native_server
+        blocking = _accept_blocking if _has_accept_internals(server) else None
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if blocking is not None:
+                        native = blocking(server, _ACCEPT_SLICE_MS)
+                    else:
+                        native = asyncio.run(
+                            server.accept(NativeServerAcceptOptions(timeout_ms=100))
+                        )
+                except NativeWouldBlockError:
+                    continue
+                except NativeRuntimeError as exc:
+                    if self._stopping.is_set():
+                        return
+                    log.info("accept: %s", status_text(exc))
+                    time.sleep(0.01)
+                    continue
+                self._accepted(native)
+        finally:
+            if blocking is not None:
+                with contextlib.suppress(Exception), server._accept_lock:
+                    server._release_pending_accept_tickets()
 
-    async def _accept_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                native = await self._native_server.accept(NativeServerAcceptOptions(timeout_ms=100))
-            except NativeWouldBlockError:
-                continue
-            except NativeRuntimeError as exc:
-                if self._stopping.is_set():
-                    return
-                log.info("accept: %s", status_text(exc))
-                await asyncio.sleep(0.01)
-                continue
-            if self.tcp_nodelay:
-                nodelay.apply_nodelay()
-            sess = _SessionPump(self, native, next(self._ids))
-            self.sessions[sess.connection_id] = sess
-            self.stats["sessions"] += 1
-            sess.thread.start()
+    def _accepted(self, native: Any) -> None:
+        if self.tcp_nodelay:
+            nodelay.apply_nodelay()
+        sess = _SessionPump(self, native, next(self._ids))
+        self.sessions[sess.connection_id] = sess
+        self.stats["sessions"] += 1
+        sess.thread.start()
 
     def _session_ended(self, sess: _SessionPump) -> None:
         self.sessions.pop(sess.connection_id, None)
