@@ -388,3 +388,53 @@ def test_http_client_reconnects_when_the_server_closed_an_idle_connection() -> N
     samples = asyncio.run(run())
     assert [s.error for s in samples] == [None, None]
     assert [s.text for s in samples] == ["y", "y"] and len(seen) == 2
+
+
+# --- the hot-path profile's attribution ---------------------------------------------------------
+
+
+def test_hotpath_attributes_a_stack_to_its_deepest_known_frame() -> None:
+    from vllm_nnrp_adapter.benchmark import hotpath
+
+    raw = "\n".join([
+        # json.loads under the backend's SSE parser is SSE parsing, not JSON
+        "MainThread;_run_op (vllm_nnrp_adapter/nnrp_server.py);handle (vllm_nnrp_adapter/"
+        "adapter.py);_stream (vllm_nnrp_adapter/vllm_backend.py);loads (json/__init__.py) 6",
+        # the event's encoding under the operation task
+        "MainThread;_run_op (vllm_nnrp_adapter/nnrp_server.py);encode_event "
+        "(nnrp_conformance/wire/codec.py);dumps (json/__init__.py) 3",
+        "nnrp-session-1;_run (vllm_nnrp_adapter/nnrp_server.py);poll_events (nnrp/server.py) 1",
+        "MainThread;mystery (somewhere.py) 2",
+    ])
+    stacks = hotpath.parse_raw(raw)
+    assert sum(stacks.values()) == 12
+    got = hotpath.shares(stacks)
+    assert got["SSE parse + json.loads (backend)"] == pytest.approx(0.5)
+    assert got["JSON encode (event → wire bytes)"] == pytest.approx(0.25)
+    assert got["poll (native, pump thread)"] == pytest.approx(1 / 12)
+    assert got[hotpath.OTHER] == pytest.approx(2 / 12)
+    with pytest.raises(ValueError):
+        hotpath.parse_raw("no count here")
+
+
+def test_hotpath_shares_each_threads_exact_cpu_among_its_busy_samples() -> None:
+    from vllm_nnrp_adapter.benchmark import hotpath
+
+    raw = "\n".join([
+        "thread (101): MainThread;_run_once (asyncio/base_events.py);"
+        "EpollSelector.select (selectors.py) 50",  # waiting in epoll: dropped
+        "thread (101): MainThread;_run_op (vllm_nnrp_adapter/nnrp_server.py);"
+        "encode_event (nnrp_conformance/wire/codec.py) 30",
+        "thread (101): MainThread;_SessionPump.enqueue (vllm_nnrp_adapter/nnrp_server.py) 10",
+        "thread (202): nnrp-session-1;_SessionPump._run (vllm_nnrp_adapter/nnrp_server.py);"
+        "_send_partial (vllm_nnrp_adapter/nnrp_server.py) 5",
+    ])
+    threads = hotpath.by_thread(hotpath.parse_raw(raw))
+    assert threads[101][0] == "MainThread" and sum(threads[101][1].values()) == 40
+    # 1 s of main-thread CPU, 0.5 s of pump, 0.25 s of a thread py-spy never saw; 1,000 tokens
+    cats, names = hotpath.attribute({101: 1.0, 202: 0.5, 303: 0.25}, threads, 1000)
+    assert cats["JSON encode (event → wire bytes)"] == pytest.approx(750.0)
+    assert cats["thread hand-offs (enqueue, wake, call_soon_threadsafe)"] == pytest.approx(250.0)
+    assert cats["native sends"] == pytest.approx(500.0)
+    assert cats[hotpath.NATIVE] == pytest.approx(250.0)
+    assert names["MainThread"] == pytest.approx(1000.0)

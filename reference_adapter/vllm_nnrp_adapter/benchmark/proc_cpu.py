@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["TreeCpu", "cpu_seconds", "descendants", "tree_cpu"]
+__all__ = ["TreeCpu", "cpu_seconds", "descendants", "thread_cpu_seconds", "tree_cpu"]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -79,3 +79,20 @@ def tree_cpu(root: int) -> TreeCpu:
         (pid, value) for pid in descendants(root) if (value := cpu_seconds(pid)) is not None
     )
     return TreeCpu(serving, sum(v for _, v in by_pid), by_pid)
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each live thread of ``pid``, by thread id."""
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / _TICK
+    return out

@@ -787,4 +787,3 @@ def main(argv: Sequence[str]) -> int:
     except (NnrpClientError, OSError, RuntimeError, ValueError) as exc:
         print(f"vllm-nnrp bench vllm: {exc}", file=sys.stderr)
         return 2
-
