@@ -208,6 +208,8 @@ def test_cancel_summary_counts() -> None:
     out = bench.cancel_summary([ok, lost, late])
     assert out["latencies_ms"] == [8.0]
     assert (out["cancelled"], out["not_cancelled"], out["never_sent"]) == (1, 2, 1)
+    # sent, and the answer still ran to its end: the failure the benchmark flags
+    assert out["not_effective"] == 1
     assert out["events_after_cancel"] == [2, 0, 0]
     assert out["events_after_terminal"] == 1
 
@@ -345,6 +347,16 @@ def test_documents_are_schema_valid_and_carry_the_gate_metrics() -> None:
         assert validation.validate("benchmark-results", cancel_doc) == []
         cancel = next(m for m in cancel_doc["metrics"] if m["name"] == bench.CANCEL_METRIC)
         assert cancel["values"] == [2.0] and cancel_doc["versions"]["vllm"] == "0.22.1"
+        assert cancel_doc["parameters"]["cancel_not_effective"] == 0
+        assert cancel_doc["parameters"]["cancel_verdict"] == "pass"
+    ignored = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS,
+                                 terminal_ns=9_000_000, cancel_sent_ns=1_000_000, after_cancel=300)
+    _, cancel_doc = bench._documents(
+        [5.0], [1.0], [{"ttft_p50": 5.0, "inter_p50": 1.0}], 0, [cancelled, ignored],
+        [2.0], plan, "0.22.1", {})
+    assert cancel_doc["parameters"]["cancel_not_effective"] == 1
+    assert cancel_doc["parameters"]["cancel_verdict"] == "fail"
+    assert any("did not take effect: 1 of 2" in n for n in cancel_doc["notes"])
 
 
 def test_http_client_reconnects_when_the_server_closed_an_idle_connection() -> None:

@@ -317,6 +317,12 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
         "cancelled": sum(1 for s in samples if s.outcome == contract.TERMINAL_CANCELLED),
         "not_cancelled": sum(1 for s in samples if s.outcome != contract.TERMINAL_CANCELLED),
         "never_sent": sum(1 for s in samples if s.cancel_sent_ns is None),
+        # a cancel that was sent and still the answer ran to its end: a failure
+        "not_effective": sum(
+            1
+            for s in samples
+            if s.cancel_sent_ns is not None and s.outcome != contract.TERMINAL_CANCELLED
+        ),
         "events_after_cancel": [s.after_cancel for s in samples],
         "events_after_terminal": sum(s.after_terminal for s in samples),
         "deliveries": sorted({str(s.delivery) for s in samples}),
@@ -632,6 +638,8 @@ def _documents(
             "cancelled": summary["cancelled"],
             "not_cancelled": summary["not_cancelled"],
             "cancel_never_sent": summary["never_sent"],
+            "cancel_not_effective": summary["not_effective"],
+            "cancel_verdict": "fail" if summary["not_effective"] else "pass",
             "events_after_terminal": summary["events_after_terminal"],
             "deliveries": ",".join(summary["deliveries"]),
             "adapter_abort_accepted": summary["abort_accepted"],
@@ -640,6 +648,9 @@ def _documents(
         notes=[
             "per-repeat p50 (ms): " + ", ".join(f"{v:.2f}" for v in cancel_repeats),
             f"events after the terminal: {summary['events_after_terminal']} (must be 0)",
+            f"cancels that did not take effect: {summary['not_effective']} of "
+            f"{len(cancels) - summary['never_sent']} sent (must be 0: the answer ran to its end "
+            "after the cancel)",
             f"load average at start: {context.get('load_average_start')}",
         ],
         description="Cancellation of a streamed chat on real vLLM through the adapter, "
@@ -709,14 +720,24 @@ async def _bench(
         )
     print(f"  wrote {out / 'bench'}/*.json, {smoke_path}, {checks_path}")
     summary = cancel_summary(cancels)
+    failed = bool(bad)
     if summary["events_after_terminal"]:
         print(
-            f"vllm-nnrp bench vllm: {summary['events_after_terminal']} frame(s) after a "
+            f"vllm-nnrp bench vllm: FAIL: {summary['events_after_terminal']} frame(s) after a "
             "cancelled operation's terminal",
             file=sys.stderr,
         )
-        return 1
-    return 1 if bad else 0
+        failed = True
+    if summary["not_effective"]:
+        after = sorted(s.after_cancel for s in cancels if s.outcome != contract.TERMINAL_CANCELLED)
+        print(
+            f"vllm-nnrp bench vllm: FAIL: {summary['not_effective']} of "
+            f"{len(cancels) - summary['never_sent']} cancels did not take effect (the answer "
+            f"ran to its end; events after the cancel: {after})",
+            file=sys.stderr,
+        )
+        failed = True
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str]) -> int:
