@@ -263,10 +263,10 @@ class _SessionPump:
         self.cond = threading.Condition(threading.Lock())
         self.closed = False
         self.stop = False
-        self.gap_ewma_ns = 0.0
-        self.last_enqueue_ns = 0
+        self.gap_ewma_ns = 0.0  # EWMA of the gap between batches of queued events
+        self.last_batch_ns = 0
+        self.batch_open = False  # loop side: this loop iteration has queued an event
         self.pump_waiting = False  # the pump sleeps on cond (set and read under its lock)
-        self.wake_pending = False  # a wake-up is scheduled for the end of this loop iteration
         self.thread = threading.Thread(
             target=self._run, name=f"nnrp-session-{self.session_id}", daemon=True
         )
@@ -275,35 +275,44 @@ class _SessionPump:
     def enqueue(
         self, op: _Op, body: bytes | None = None, terminal: _Terminal | None = None
     ) -> None:
-        now = time.perf_counter_ns()
-        if self.last_enqueue_ns:
-            gap = now - self.last_enqueue_ns
-            self.gap_ewma_ns = 0.7 * self.gap_ewma_ns + 0.3 * gap
-        self.last_enqueue_ns = now
+        first = not self.batch_open
+        if first:
+            # The first event of this loop iteration: vLLM hands an engine step's outputs to
+            # every stream in one iteration, so the pump's pace is the gap between batches,
+            # not between events (eight streams' events come microseconds apart, and timing
+            # those made eight streams look like one hot stream, polled every 50 ms: a new
+            # submit then waited up to 50 ms for its poll, docs/performance.md).
+            self.batch_open = True
+            now = time.perf_counter_ns()
+            if self.last_batch_ns:
+                self.gap_ewma_ns = 0.7 * self.gap_ewma_ns + 0.3 * (now - self.last_batch_ns)
+            self.last_batch_ns = now
         with self.cond:
             if body is not None:
                 op.out.append(body)
             if terminal is not None:
                 op.terminal = terminal
             self.ready.append(op)
-            wake = self.pump_waiting and not self.wake_pending
-            if wake:
-                self.wake_pending = True
-        if wake:
-            # One wake-up per loop iteration, after every handler it runs has queued its
-            # event: vLLM hands each engine step's outputs to all streams in one iteration,
-            # and waking the pump per event made it fight the loop for the GIL once per
-            # event (docs/performance.md). A pump that is not waiting needs no wake-up:
-            # it looks at the ready queue before it waits again.
+        if first:
             loop = self.server._loop
             if loop is not None:
-                loop.call_soon(self.wake)
+                loop.call_soon(self._batch_end)
             else:
-                self.wake()
+                self._batch_end()
+
+    def _batch_end(self) -> None:
+        """End of the loop iteration that queued events: one wake-up for all of them.
+
+        Waking the pump per event made it fight the loop for the GIL once per event. A pump
+        that is not waiting needs no wake-up: it looks at the ready queue before it waits.
+        """
+        self.batch_open = False
+        with self.cond:
+            if self.pump_waiting:
+                self.cond.notify()
 
     def wake(self) -> None:
         with self.cond:
-            self.wake_pending = False
             self.cond.notify()
 
     # --- pump thread ---------------------------------------------------------------------------
