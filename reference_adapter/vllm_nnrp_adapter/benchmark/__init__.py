@@ -12,6 +12,7 @@ repeats, with machine and versions recorded.
 * ``vllm``: streaming latency, cancellation latency and the end-to-end smoke on real vLLM.
 * ``parity``: vLLM's own HTTP/SSE server against the adapter over NNRP, same engine,
   interleaved rounds, with CPU per 1,000 tokens of each serving process.
+* ``idle``: the server binding's CPU while 1, 32 and 256 sessions sit idle.
 * ``hotpath``: a py-spy profile of the serving process under load, CPU per token by category.
 """
 
@@ -29,6 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "vllm": "streaming and cancellation latency, e2e smoke (real vLLM)",
     "parity": "HTTP/SSE (vllm serve) vs NNRP adapter on the same engine, interleaved",
     "hotpath": "py-spy profile of the serving process: CPU per token by category",
+    "idle": "server binding CPU with 1/32/256 idle sessions",
 }
 
 

@@ -147,6 +147,7 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
 )
 OTHER = "other"
 RATE = 200  # py-spy samples per second
+LOAD_MARGIN_S = 12.0
 
 
 def parse_raw(text: str) -> Counter[tuple[str, ...]]:
@@ -273,7 +274,7 @@ NATIVE = "native threads (zmq I/O, tokenizer pools; no Python frames)"
 def profile_one(
     name: str, pid: int, path: Any, concurrency: int, seconds: float, out: Path, py_spy: str
 ) -> dict[str, Any]:
-    """Load the server at ``pid`` for ``seconds + 4`` s and sample it for ``seconds``."""
+    """Load the server at ``pid`` and sample it for ``seconds`` in the middle of the load."""
     raw = out / f"{name}.pyspy.txt"
     holder: dict[str, Any] = {}
 
@@ -281,11 +282,12 @@ def profile_one(
         async with anyio.create_task_group() as tg:
 
             async def load() -> None:
-                holder["samples"] = await _drive(path, concurrency, seconds + 4)
+                # py-spy takes a while to attach and to write: the load outlasts it
+                holder["samples"] = await _drive(path, concurrency, seconds + LOAD_MARGIN_S)
 
             tg.start_soon(load)
             await anyio.sleep(2)  # past the warm-up, streams running
-            threads0, t0 = thread_cpu_seconds(pid), time.monotonic()
+            threads0, t0 = thread_cpu_seconds(pid), time.perf_counter_ns()
             holder["load_average"] = load_average()
             spy = await anyio.run_process(
                 [
@@ -306,8 +308,8 @@ def profile_one(
                 ],
                 check=False,
             )
-            threads1 = thread_cpu_seconds(pid)
-            holder["window_s"] = time.monotonic() - t0
+            threads1, t1 = thread_cpu_seconds(pid), time.perf_counter_ns()
+            holder["window"] = (t0, t1)
             holder["spy_rc"] = spy.returncode
             holder["spy_err"] = spy.stderr.decode(errors="replace")[-2000:]
             # threads that ended in the window are lost; the process total is exact
@@ -316,8 +318,10 @@ def profile_one(
     anyio.run(run)
     samples: list[RequestSample] = holder["samples"]
     ok = [s for s in samples if not s.error and s.content_ns]
-    tokens = sum(s.tokens or len(s.content_ns) for s in ok)
-    window_tokens = tokens * holder["window_s"] / (seconds + 4)  # the load ran evenly
+    t0, t1 = holder["window"]
+    # tokens streamed inside the CPU window: content chunks received in it (one token each)
+    window_tokens = sum(1 for s in ok for t in s.content_ns if t0 <= t <= t1)
+    window_s = (t1 - t0) / 1e9
     if holder["spy_rc"] != 0 or not raw.is_file():
         raise RuntimeError(f"py-spy failed ({holder['spy_rc']}): {holder['spy_err']}")
     threads = by_thread(parse_raw(raw.read_text(encoding="utf-8", errors="replace")))
@@ -328,9 +332,9 @@ def profile_one(
         "concurrency": concurrency,
         "requests": len(samples),
         "errors": len(samples) - len(ok),
-        "tokens_per_s": tokens / (seconds + 4),
+        "tokens_per_s": window_tokens / window_s if window_s else 0.0,
         "cpu_s": cpu_s,
-        "window_s": holder["window_s"],
+        "window_s": window_s,
         "cpu_per_token_us": cpu_s / window_tokens * 1e6 if window_tokens else 0.0,
         "load_average": holder["load_average"],
         "us_per_token_by_category": cats,
