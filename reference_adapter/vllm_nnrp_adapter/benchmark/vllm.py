@@ -318,10 +318,16 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
         "not_cancelled": sum(1 for s in samples if s.outcome != contract.TERMINAL_CANCELLED),
         "never_sent": sum(1 for s in samples if s.cancel_sent_ns is None),
         # a cancel that was sent and still the answer ran to its end: a failure
-        "not_effective": sum(
-            1
-            for s in samples
-            if s.cancel_sent_ns is not None and s.outcome != contract.TERMINAL_CANCELLED
+        "not_effective": sum(1 for s in samples if _ignored(s)),
+        # what the client recorded on those operations (e.g. client.cancel_after_end: the
+        # runtime refused the cancel as if the frame had ended): where to look for the cause
+        "not_effective_findings": sorted(
+            {
+                str(f.get("rule"))
+                for s in samples
+                if _ignored(s)
+                for f in (getattr(s.op, "wire_findings", None) or [])
+            }
         ),
         "events_after_cancel": [s.after_cancel for s in samples],
         "events_after_terminal": sum(s.after_terminal for s in samples),
@@ -331,6 +337,10 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
             1 for s in samples if (s.diagnostics.get("cancellation") or {}).get("abort_accepted")
         ),
     }
+
+
+def _ignored(s: StreamSample) -> bool:
+    return s.cancel_sent_ns is not None and s.outcome != contract.TERMINAL_CANCELLED
 
 
 async def cancellation_latency(
@@ -640,6 +650,7 @@ def _documents(
             "cancel_never_sent": summary["never_sent"],
             "cancel_not_effective": summary["not_effective"],
             "cancel_verdict": "fail" if summary["not_effective"] else "pass",
+            "cancel_not_effective_findings": ",".join(summary["not_effective_findings"]),
             "events_after_terminal": summary["events_after_terminal"],
             "deliveries": ",".join(summary["deliveries"]),
             "adapter_abort_accepted": summary["abort_accepted"],
@@ -733,7 +744,8 @@ async def _bench(
         print(
             f"vllm-nnrp bench vllm: FAIL: {summary['not_effective']} of "
             f"{len(cancels) - summary['never_sent']} cancels did not take effect (the answer "
-            f"ran to its end; events after the cancel: {after})",
+            f"ran to its end; events after the cancel: {after}; client findings on them: "
+            f"{summary['not_effective_findings'] or 'none'})",
             file=sys.stderr,
         )
         failed = True
