@@ -566,7 +566,8 @@ def print_summary(doc: Mapping[str, Any], console: Console) -> None:
         "engine nnrp",
     ):
         table.add_column(col, justify="right", no_wrap=True)
-    keys = sorted({n.split(".")[1] + "." + n.split(".")[2] for n in by if n.count(".") >= 3})
+    found = {n.split(".")[1] + "." + n.split(".")[2] for n in by if n.count(".") >= 3}
+    keys = [f"{p}.c{c}" for p in ("short", "long") for c in CONCURRENCY if f"{p}.c{c}" in found]
 
     def f(x: float | None) -> str:
         return "—" if x is None else f"{x:.3f}"
