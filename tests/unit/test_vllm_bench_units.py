@@ -450,3 +450,25 @@ def test_hotpath_shares_each_threads_exact_cpu_among_its_busy_samples() -> None:
     assert cats["native sends"] == pytest.approx(500.0)
     assert cats[hotpath.NATIVE] == pytest.approx(250.0)
     assert names["MainThread"] == pytest.approx(1000.0)
+
+
+def test_http_client_turns_a_stalled_response_into_one_failed_sample() -> None:
+    import asyncio
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(5)  # never answers within the client's timeout
+        writer.close()
+
+    async def run() -> parity.RequestSample:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = parity.HttpConnection("127.0.0.1", port)
+        try:
+            return await conn.stream_chat({"messages": []}, timeout=0.3)
+        finally:
+            await conn.close()
+            server.close()
+
+    sample = asyncio.run(run())
+    assert sample.error is not None and "timed out after 0.3 s" in sample.error

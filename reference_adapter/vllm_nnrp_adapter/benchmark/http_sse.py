@@ -158,12 +158,23 @@ class HttpConnection:
             self._reader = self._writer = None
 
     async def stream_chat(self, body: Mapping[str, Any], timeout: float = 120.0) -> RequestSample:
-        sample = await self._stream_chat(body, timeout)
+        sample = await self._guarded(body, timeout)
         if sample.error == _IDLE_CLOSED:
             # the server closed the idle keep-alive connection (uvicorn: after 5 s) before
             # reading the request; a fresh connection and a new start time, as any client
-            sample = await self._stream_chat(body, timeout)
+            sample = await self._guarded(body, timeout)
         return sample
+
+    async def _guarded(self, body: Mapping[str, Any], timeout: float) -> RequestSample:
+        # a request that times out or loses its connection is one failed sample, never the
+        # end of the benchmark (a loaded machine once took a stream past 120 s)
+        started = time.perf_counter_ns()
+        try:
+            return await self._stream_chat(body, timeout)
+        except (TimeoutError, OSError, ValueError) as exc:
+            await self.close()
+            what = f"timed out after {timeout:g} s" if isinstance(exc, TimeoutError) else exc
+            return RequestSample(started, error=f"{type(exc).__name__}: {what}")
 
     async def _stream_chat(self, body: Mapping[str, Any], timeout: float) -> RequestSample:
         if self._writer is None:

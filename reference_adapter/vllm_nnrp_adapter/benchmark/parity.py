@@ -167,7 +167,12 @@ async def run_concurrent(
 
 async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSample:
     env = chat_envelope(max_tokens=MAX_TOKENS, model=model, content=content)
-    s = await run_stream(client, env)
+    started = time.perf_counter_ns()
+    try:
+        s = await run_stream(client, env)
+    except (NnrpClientError, TimeoutError) as exc:
+        # one failed sample, as on the HTTP side, never the end of the benchmark
+        return RequestSample(started, error=f"{type(exc).__name__}: {exc}")
     text = "".join(
         ev.get("delta", "") for ev in s.events if ev.get("type") == contract.EV_OUTPUT_TEXT_DELTA
     )
