@@ -210,6 +210,8 @@ def test_cancel_summary_counts() -> None:
     assert (out["cancelled"], out["not_cancelled"], out["never_sent"]) == (1, 2, 1)
     # sent, and the answer still ran to its end: the failure the benchmark flags
     assert out["not_effective"] == 1
+    # no partial reached the client after the cancel: it was sent after the answer's last one
+    assert out["not_effective_after_last_partial"] == 1
     assert out["events_after_cancel"] == [2, 0, 0]
     assert out["events_after_terminal"] == 1
 

@@ -319,6 +319,13 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
         "never_sent": sum(1 for s in samples if s.cancel_sent_ns is None),
         # a cancel that was sent and still the answer ran to its end: a failure
         "not_effective": sum(1 for s in samples if _ignored(s)),
+        # of those, how many had every partial on the client's side of the wire before the
+        # cancel was sent (no wire.partial_after_cancel): the answer had finished streaming, the
+        # cancel lost the race (the reader lagged the wire); the rest saw the server keep
+        # streaming after the cancel
+        "not_effective_after_last_partial": sum(
+            1 for s in samples if _ignored(s) and "wire.partial_after_cancel" not in _rules(s)
+        ),
         # what the client recorded on those operations (e.g. client.cancel_after_end: the
         # runtime refused the cancel as if the frame had ended): where to look for the cause
         "not_effective_findings": sorted(
@@ -341,6 +348,10 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
 
 def _ignored(s: StreamSample) -> bool:
     return s.cancel_sent_ns is not None and s.outcome != contract.TERMINAL_CANCELLED
+
+
+def _rules(s: StreamSample) -> set[str]:
+    return {str(f.get("rule")) for f in (getattr(s.op, "wire_findings", None) or [])}
 
 
 async def cancellation_latency(
@@ -651,6 +662,7 @@ def _documents(
             "cancel_not_effective": summary["not_effective"],
             "cancel_verdict": "fail" if summary["not_effective"] else "pass",
             "cancel_not_effective_findings": ",".join(summary["not_effective_findings"]),
+            "cancel_not_effective_after_last_partial": summary["not_effective_after_last_partial"],
             "events_after_terminal": summary["events_after_terminal"],
             "deliveries": ",".join(summary["deliveries"]),
             "adapter_abort_accepted": summary["abort_accepted"],
@@ -745,7 +757,9 @@ async def _bench(
             f"vllm-nnrp bench vllm: FAIL: {summary['not_effective']} of "
             f"{len(cancels) - summary['never_sent']} cancels did not take effect (the answer "
             f"ran to its end; events after the cancel: {after}; client findings on them: "
-            f"{summary['not_effective_findings'] or 'none'})",
+            f"{summary['not_effective_findings'] or 'none'}; "
+            f"{summary['not_effective_after_last_partial']} of them sent after the answer's last "
+            "partial had reached the client)",
             file=sys.stderr,
         )
         failed = True
