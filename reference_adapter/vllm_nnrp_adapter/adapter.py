@@ -29,6 +29,7 @@ from nnrp_conformance import contract
 
 from . import profile
 from .profile import ProfileError
+from .stall import StallWatchdog
 
 #: vLLM error family -> profile error code. Unknown model maps to ``backend_error`` because
 #: the upstream ``backend-error`` recipe expects exactly that for a model the backend does
@@ -399,11 +400,12 @@ class VllmNnrpAdapter:
         chunks = stream.__aiter__()
         finished_stream = False
         timing = envelope.wants_timing
+        # one watchdog timer for the whole stream, not a cancel scope per chunk (stall.py)
+        watchdog = StallWatchdog(stall)
         try:
             while True:
                 try:
-                    with anyio.fail_after(stall):
-                        chunk = await chunks.__anext__()
+                    chunk = await watchdog.next(chunks)
                 except StopAsyncIteration:
                     finished_stream = True
                     break
@@ -424,6 +426,7 @@ class VllmNnrpAdapter:
             yield _stalled(record, stall)
             return
         finally:
+            watchdog.close()
             if not finished_stream and "accepted" not in aborted:
                 # Stopped early (cancel, timeout, disconnect): abort explicitly before closing
                 # the stream, so the answer says whether vLLM still had the request (closing

@@ -32,8 +32,10 @@ from typing import Any
 import anyio
 from nnrp.core import MessageType
 from nnrp.native import (
+    FFI_STATUS_WOULD_BLOCK,
     NativeInvalidStateError,
     NativeRuntimeError,
+    NativeStatus,
     NativeWouldBlockError,
     _buffer_view_from_payload,
     _NnrpServerSendResultRequest,
@@ -45,6 +47,7 @@ from nnrp.runtime import (
     RuntimeRole,
 )
 from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
+from nnrp.server.native import _allocate_native_handle_id
 
 from nnrp_conformance import contract
 from nnrp_conformance.wire import codec, lifetime, nodelay
@@ -62,12 +65,18 @@ __all__ = ["CancelInfo", "Handler", "NnrpServer", "OperationContext"]
 
 log = logging.getLogger(__name__)
 
-_IDLE_POLL_MS = 25  # poll wait of a session with no operation in flight
+# Poll wait of a session with no operation in flight. A poll returns as soon as a frame
+# arrives, so the wait costs a submit nothing; what it costs is CPU per poll (100-300 us
+# here): 256 idle sessions took 70 % of a core at 25 ms, 2.2 % at 1000 ms (bench idle).
+# A stopping server waits up to this long for an idle session's thread.
+_SESSION_IDLE_POLL_MS = 1000
 # While incoming frames keep arriving (a burst of cancels or submits), sends between two
 # polls stop after this long, so the last frame of a burst is not 50 ms per frame away.
 _BURST_SEND_SLICE_NS = 2_000_000
 _GONE_THRESHOLD = 32  # consecutive 3/4/105 polls that mean the peer is gone (notes §7)
 _ABORT_HOOK_TIMEOUT_S = 2.0
+# one native accept wait; also how long a stopping server may wait for its accept thread
+_ACCEPT_SLICE_MS = 200
 
 
 @dataclass(slots=True)
@@ -141,6 +150,52 @@ def _send_drop(op: Any, md: ResultDropReasonMetadata, diagnostic: bytes) -> None
     )
 
 
+def _has_accept_internals(server: Any) -> bool:
+    return all(
+        hasattr(server, a)
+        for a in (
+            "_servers",
+            "_accept_lock",
+            "_accept_session_handle_ids",
+            "_sessions",
+            "_ensure_open",
+            "_release_pending_accept_tickets",
+        )
+    )
+
+
+def _accept_blocking(server: Any, slice_ms: int) -> Any:
+    """``NativeServer.accept`` waiting in native code for up to ``slice_ms``.
+
+    nnrp-py's accept calls the native accept in 1 ms slices from Python, raising and
+    catching an exception per slice: ~6 % of a core here with nobody connecting (3.6 % of
+    the adapter's CPU per token under load came from it). The same native call with a long
+    slice waits in native code (0.2 % of a core at 100 ms). Same bookkeeping as the SDK's:
+    one pending accept ticket per listener kept across slices, the session recorded in the
+    server's list; the caller releases the ticket when it stops accepting.
+    """
+    with server._accept_lock:
+        server._ensure_open()
+        ids = server._accept_session_handle_ids
+        if not ids:
+            ids.extend(None for _ in server._servers)
+        per = max(1, slice_ms // max(1, len(server._servers)))
+        for index, (_transport, listener) in enumerate(server._servers):
+            handle_id = ids[index]
+            if handle_id is None:
+                handle_id = ids[index] = _allocate_native_handle_id()
+            try:
+                session = listener.accept_session(
+                    session_handle_id=handle_id, generation=1, timeout_ms=per
+                )
+            except NativeWouldBlockError:
+                continue
+            ids[index] = None
+            server._sessions.append(session)
+            return session
+    raise NativeWouldBlockError(NativeStatus(FFI_STATUS_WOULD_BLOCK))
+
+
 # --- per-operation state shared by the loop and the pump ----------------------------------
 
 
@@ -212,8 +267,10 @@ class _SessionPump:
         self.cond = threading.Condition(threading.Lock())
         self.closed = False
         self.stop = False
-        self.gap_ewma_ns = 0.0
-        self.last_enqueue_ns = 0
+        self.gap_ewma_ns = 0.0  # EWMA of the gap between batches of queued events
+        self.last_batch_ns = 0
+        self.batch_open = False  # loop side: this loop iteration has queued an event
+        self.pump_waiting = False  # the pump sleeps on cond (set and read under its lock)
         self.thread = threading.Thread(
             target=self._run, name=f"nnrp-session-{self.session_id}", daemon=True
         )
@@ -222,18 +279,41 @@ class _SessionPump:
     def enqueue(
         self, op: _Op, body: bytes | None = None, terminal: _Terminal | None = None
     ) -> None:
-        now = time.perf_counter_ns()
-        if self.last_enqueue_ns:
-            gap = now - self.last_enqueue_ns
-            self.gap_ewma_ns = 0.7 * self.gap_ewma_ns + 0.3 * gap
-        self.last_enqueue_ns = now
+        first = not self.batch_open
+        if first:
+            # The first event of this loop iteration: vLLM hands an engine step's outputs to
+            # every stream in one iteration, so the pump's pace is the gap between batches,
+            # not between events (eight streams' events come microseconds apart, and timing
+            # those made eight streams look like one hot stream, polled every 50 ms: a new
+            # submit then waited up to 50 ms for its poll, docs/performance.md).
+            self.batch_open = True
+            now = time.perf_counter_ns()
+            if self.last_batch_ns:
+                self.gap_ewma_ns = 0.7 * self.gap_ewma_ns + 0.3 * (now - self.last_batch_ns)
+            self.last_batch_ns = now
         with self.cond:
             if body is not None:
                 op.out.append(body)
             if terminal is not None:
                 op.terminal = terminal
             self.ready.append(op)
-            self.cond.notify()
+        if first:
+            loop = self.server._loop
+            if loop is not None:
+                loop.call_soon(self._batch_end)
+            else:
+                self._batch_end()
+
+    def _batch_end(self) -> None:
+        """End of the loop iteration that queued events: one wake-up for all of them.
+
+        Waking the pump per event made it fight the loop for the GIL once per event. A pump
+        that is not waiting needs no wake-up: it looks at the ready queue before it waits.
+        """
+        self.batch_open = False
+        with self.cond:
+            if self.pump_waiting:
+                self.cond.notify()
 
     def wake(self) -> None:
         with self.cond:
@@ -270,14 +350,16 @@ class _SessionPump:
                         ) / 1e9
                         with self.cond:
                             if not self.ready and not self.stop:
+                                self.pump_waiting = True
                                 self.cond.wait(max(wait_s, 0.0))
+                                self.pump_waiting = False
                         continue
                     self._check_deadlines(now)
                 try:
                     # With nothing in flight there is nothing to send, so a long wait costs no
                     # latency (a submit ends it at once) and spares the CPU the ~500 empty
                     # polls a second per idle session that 1 ms slices cost.
-                    wait_ms = 1 if self.ops else _IDLE_POLL_MS
+                    wait_ms = 1 if self.ops else cfg.session_idle_poll_ms
                     events = self.native.poll_events(max_events=1, timeout_ms=wait_ms)
                     consecutive_gone = 0
                 except NativeWouldBlockError:
@@ -548,6 +630,7 @@ class NnrpServer:
         queue_size: int = 256,
         hot_poll_interval_ms: float = 50.0,
         idle_poll_interval_ms: float = 20.0,
+        session_idle_poll_ms: int = _SESSION_IDLE_POLL_MS,
         poll_cost_ms: float = 2.5,
         abort_hook_timeout: float = _ABORT_HOOK_TIMEOUT_S,
         tcp_nodelay: bool = True,
@@ -560,6 +643,7 @@ class NnrpServer:
         self.hot_poll_interval_ns = int(hot_poll_interval_ms * 1e6)
         self.idle_poll_interval_ns = int(idle_poll_interval_ms * 1e6)
         self.poll_cost_ns = int(poll_cost_ms * 1e6)
+        self.session_idle_poll_ms = max(1, int(session_idle_poll_ms))
         self.abort_hook_timeout = abort_hook_timeout
         self.tcp_nodelay = tcp_nodelay and self.endpoint.transport in ("tcp", "websocket")
         self.address = ""
@@ -651,26 +735,38 @@ class NnrpServer:
     def _accept_main(self) -> None:
         # accept() must be running while a client handshakes (notes §4.5); a thread of its own
         # keeps that true whatever the event loop is doing, for in-process tests too
-        asyncio.run(self._accept_loop())
+        server = self._native_server
+        blocking = _accept_blocking if _has_accept_internals(server) else None
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if blocking is not None:
+                        native = blocking(server, _ACCEPT_SLICE_MS)
+                    else:
+                        native = asyncio.run(
+                            server.accept(NativeServerAcceptOptions(timeout_ms=100))
+                        )
+                except NativeWouldBlockError:
+                    continue
+                except NativeRuntimeError as exc:
+                    if self._stopping.is_set():
+                        return
+                    log.info("accept: %s", status_text(exc))
+                    time.sleep(0.01)
+                    continue
+                self._accepted(native)
+        finally:
+            if blocking is not None:
+                with contextlib.suppress(Exception), server._accept_lock:
+                    server._release_pending_accept_tickets()
 
-    async def _accept_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                native = await self._native_server.accept(NativeServerAcceptOptions(timeout_ms=100))
-            except NativeWouldBlockError:
-                continue
-            except NativeRuntimeError as exc:
-                if self._stopping.is_set():
-                    return
-                log.info("accept: %s", status_text(exc))
-                await asyncio.sleep(0.01)
-                continue
-            if self.tcp_nodelay:
-                nodelay.apply_nodelay()
-            sess = _SessionPump(self, native, next(self._ids))
-            self.sessions[sess.connection_id] = sess
-            self.stats["sessions"] += 1
-            sess.thread.start()
+    def _accepted(self, native: Any) -> None:
+        if self.tcp_nodelay:
+            nodelay.apply_nodelay()
+        sess = _SessionPump(self, native, next(self._ids))
+        self.sessions[sess.connection_id] = sess
+        self.stats["sessions"] += 1
+        sess.thread.start()
 
     def _session_ended(self, sess: _SessionPump) -> None:
         self.sessions.pop(sess.connection_id, None)

@@ -20,7 +20,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import REPO, after_terminal_findings, chat, envelope, serve_adapter
+from conftest import MODEL, REPO, after_terminal_findings, chat, envelope, serve_adapter
 from scripted_backend import BUILTIN, Script, ScriptedBackend, expected_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -202,6 +202,31 @@ async def test_timeouts_end_with_the_timeout_error_and_abort_the_backend() -> No
         assert await a.settle() == []
         assert await _engine_unfinished(client) == 0
         assert len(a.backend.aborted) >= 4
+
+
+async def test_a_stalled_backend_ends_in_a_backend_error_and_is_aborted() -> None:
+    """The stall watchdog (vllm_nnrp_adapter.stall): no backend output for
+    backend_stall_timeout_s ends the operation with an error terminal and aborts the backend,
+    while a stream whose every chunk comes within the limit runs to completion however long
+    it takes in all (the limit is per wait, not per operation)."""
+    backend = ScriptedBackend([MODEL], {"paced": Script(n=6, delay_s=0.12)})
+    async with serve_adapter(backend) as a, await NnrpClient.connect(a.address) as client:
+        a.adapter.backend_stall_timeout_s = 0.3
+        for script in ("hang", "hang-first"):
+            op = await client.submit(envelope(chat(script)), timeout=10)
+            term = await op.result()
+            assert term.delivery == "result_push", (script, term)
+            assert term.event["type"] == contract.EV_ERROR, (script, term.event)
+            assert term.event["error"]["code"] == contract.ERR_BACKEND_ERROR, term.event
+            assert "stalled" in term.event["error"]["message"], term.event
+            texts = [e["delta"] for e in op.events if e["type"] == contract.EV_OUTPUT_TEXT_DELTA]
+            assert texts == expected_text(BUILTIN[script])[: BUILTIN[script].hang_at]
+        op = await client.submit(envelope(chat("paced")), timeout=10)  # ~0.8 s in all
+        term = await op.result()
+        assert term.outcome == contract.TERMINAL_SUCCESS, term
+        assert await a.settle() == []
+        assert await _engine_unfinished(client) == 0
+        assert len(a.backend.aborted) >= 2
 
 
 async def test_hanging_backend_without_deadline_ends_when_the_client_gives_up() -> None:

@@ -97,16 +97,98 @@ def test_content_of_chunk() -> None:
     assert parity.content_of_chunk(usage) == (None, 32)
 
 
+def _round(path: str, r: int, samples: list, wall: float, serving: float, engine: float,
+           client: float = 0.1) -> parity.RoundResult:
+    from vllm_nnrp_adapter.benchmark.proc_cpu import TreeCpu
+
+    return parity.RoundResult(path, r, samples, wall, TreeCpu(serving, engine), client, 0.01,
+                              "1.00 1.00 1.00")
+
+
 def test_request_sample_and_summary() -> None:
     ms = 1_000_000
     s = parity.RequestSample(0, [10 * ms, 12 * ms, 15 * ms], 20 * ms, tokens=4)
     assert s.ttft_ms == 10.0 and s.total_ms == 20.0 and s.tokens_per_s == pytest.approx(200.0)
     broken = parity.RequestSample(0, error="HTTP 500")
-    summary = parity.summarise([([s, broken], 0.5)])
+    summary = parity.summarise([_round("http", 0, [s, broken], 0.5, 0.2, 0.4)])
     assert summary["ttft_ms"] == [10.0]
     assert summary["itl_ms"] == [2.0, 3.0]
     assert summary["aggregate_tokens_per_s"] == [8.0]
-    assert summary["errors"] == [1.0]
+    # 4 tokens: 0.2 s of serving CPU is 50 s per 1,000 tokens; the broken request adds none
+    assert summary["serving_cpu_s_per_1k_tokens"] == [pytest.approx(50.0)]
+    assert summary["engine_cpu_s_per_1k_tokens"] == [pytest.approx(100.0)]
+    assert summary["errors"] == 1
+
+
+def test_rounds_alternate_which_path_goes_first() -> None:
+    assert parity.round_order(0) == (parity.HTTP, parity.NNRP)
+    assert parity.round_order(1) == (parity.NNRP, parity.HTTP)
+    assert parity.round_order(2) == parity.round_order(0)
+
+
+def test_parity_document_reports_ratios_cpu_and_targets() -> None:
+    ms = 1_000_000
+
+    def req(ttft: int, gap: int) -> parity.RequestSample:
+        return parity.RequestSample(0, [ttft * ms + i * gap * ms for i in range(4)],
+                                    (ttft + 4 * gap) * ms, tokens=4)
+
+    measured = {}
+    for w in (("short", 1), ("short", 8)):
+        rounds = []
+        for r in range(2):
+            for path in parity.round_order(r):
+                if path == parity.HTTP:
+                    rounds.append(_round(path, r, [req(10, 2)] * 4, 0.1, 0.02, 0.05))
+                else:  # half the throughput, twice the TTFT, twice the serving CPU
+                    rounds.append(_round(path, r, [req(20, 2)] * 4, 0.2, 0.04, 0.05))
+        measured[w] = rounds
+    params: dict = {"interleaved": True}
+    doc = parity.build_document(measured, plan=parity.Plan(2, {1: 4, 8: 4}),
+                                vllm_version="0.22.1", parameters=params, notes=[])
+    assert validation.validate("benchmark-results", doc) == []
+    ratios = {r["name"]: r["value"] for r in doc["ratios"]}
+    assert ratios["nnrp/http.short.c8.aggregate_tokens_per_s"] == pytest.approx(0.5)
+    assert ratios["nnrp/http.short.c8.ttft_p50"] == pytest.approx(2.0)
+    assert ratios["nnrp/http.short.c8.serving_cpu_s_per_1k_tokens"] == pytest.approx(2.0)
+    assert ratios["nnrp/http.short.c8.engine_cpu_s_per_1k_tokens"] == pytest.approx(1.0)
+    spread = next(m for m in doc["metrics"]
+                  if m["name"] == "nnrp/http.short.c8.aggregate_tokens_per_s_by_round")
+    assert spread["values"] == [pytest.approx(0.5)] * 2
+    p = doc["parameters"]
+    assert p["interleaved"] is True
+    assert p["target.short.c8.tokens_per_s_ratio_ge_0.97"] is False
+    assert p["target.short.c8.serving_cpu_per_1k_le_http"] is False
+    assert p["target.short.c8.itl_p95_le_1.05x"] is True
+    assert "target.short.c1.serving_cpu_per_1k_le_http" not in p  # only at c >= 8
+
+
+def test_process_tree_cpu_counts_a_busy_child_as_engine() -> None:
+    """Real processes: a child that spins shows up in the engine share, not the root's."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from vllm_nnrp_adapter.benchmark.proc_cpu import cpu_seconds, descendants, tree_cpu
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt=time.process_time()\n"
+                              "while time.process_time()-t<0.6: pass\ntime.sleep(30)"])
+    try:
+        before = tree_cpu(os.getpid())
+        assert child.pid in descendants(os.getpid())
+        deadline = time.monotonic() + 20  # bounded, and a loaded machine may be slow
+        while (cpu_seconds(child.pid) or 0.0) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spent = tree_cpu(os.getpid()).since(before)
+        assert spent.engine >= 0.3
+        assert spent.serving < 0.3
+        assert cpu_seconds(child.pid) is not None
+    finally:
+        child.kill()
+        child.wait()
+    assert cpu_seconds(child.pid) is None
 
 
 # --- cancellation and the smoke -----------------------------------------------------------------
@@ -126,6 +208,10 @@ def test_cancel_summary_counts() -> None:
     out = bench.cancel_summary([ok, lost, late])
     assert out["latencies_ms"] == [8.0]
     assert (out["cancelled"], out["not_cancelled"], out["never_sent"]) == (1, 2, 1)
+    # sent, and the answer still ran to its end: the failure the benchmark flags
+    assert out["not_effective"] == 1
+    # no partial reached the client after the cancel: it was sent after the answer's last one
+    assert out["not_effective_after_last_partial"] == 1
     assert out["events_after_cancel"] == [2, 0, 0]
     assert out["events_after_terminal"] == 1
 
@@ -263,6 +349,16 @@ def test_documents_are_schema_valid_and_carry_the_gate_metrics() -> None:
         assert validation.validate("benchmark-results", cancel_doc) == []
         cancel = next(m for m in cancel_doc["metrics"] if m["name"] == bench.CANCEL_METRIC)
         assert cancel["values"] == [2.0] and cancel_doc["versions"]["vllm"] == "0.22.1"
+        assert cancel_doc["parameters"]["cancel_not_effective"] == 0
+        assert cancel_doc["parameters"]["cancel_verdict"] == "pass"
+    ignored = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS,
+                                 terminal_ns=9_000_000, cancel_sent_ns=1_000_000, after_cancel=300)
+    _, cancel_doc = bench._documents(
+        [5.0], [1.0], [{"ttft_p50": 5.0, "inter_p50": 1.0}], 0, [cancelled, ignored],
+        [2.0], plan, "0.22.1", {})
+    assert cancel_doc["parameters"]["cancel_not_effective"] == 1
+    assert cancel_doc["parameters"]["cancel_verdict"] == "fail"
+    assert any("did not take effect: 1 of 2" in n for n in cancel_doc["notes"])
 
 
 def test_http_client_reconnects_when_the_server_closed_an_idle_connection() -> None:
@@ -306,3 +402,75 @@ def test_http_client_reconnects_when_the_server_closed_an_idle_connection() -> N
     samples = asyncio.run(run())
     assert [s.error for s in samples] == [None, None]
     assert [s.text for s in samples] == ["y", "y"] and len(seen) == 2
+
+
+# --- the hot-path profile's attribution ---------------------------------------------------------
+
+
+def test_hotpath_attributes_a_stack_to_its_deepest_known_frame() -> None:
+    from vllm_nnrp_adapter.benchmark import hotpath
+
+    raw = "\n".join([
+        # json.loads under the backend's SSE parser is SSE parsing, not JSON
+        "MainThread;_run_op (vllm_nnrp_adapter/nnrp_server.py);handle (vllm_nnrp_adapter/"
+        "adapter.py);_stream (vllm_nnrp_adapter/vllm_backend.py);loads (json/__init__.py) 6",
+        # the event's encoding under the operation task
+        "MainThread;_run_op (vllm_nnrp_adapter/nnrp_server.py);encode_event "
+        "(nnrp_conformance/wire/codec.py);dumps (json/__init__.py) 3",
+        "nnrp-session-1;_run (vllm_nnrp_adapter/nnrp_server.py);poll_events (nnrp/server.py) 1",
+        "MainThread;mystery (somewhere.py) 2",
+    ])
+    stacks = hotpath.parse_raw(raw)
+    assert sum(stacks.values()) == 12
+    got = hotpath.shares(stacks)
+    assert got["SSE parse + json.loads (backend)"] == pytest.approx(0.5)
+    assert got["JSON encode (event → wire bytes)"] == pytest.approx(0.25)
+    assert got["poll (native, pump thread)"] == pytest.approx(1 / 12)
+    assert got[hotpath.OTHER] == pytest.approx(2 / 12)
+    with pytest.raises(ValueError):
+        hotpath.parse_raw("no count here")
+
+
+def test_hotpath_shares_each_threads_exact_cpu_among_its_busy_samples() -> None:
+    from vllm_nnrp_adapter.benchmark import hotpath
+
+    raw = "\n".join([
+        "thread (101): MainThread;_run_once (asyncio/base_events.py);"
+        "EpollSelector.select (selectors.py) 50",  # waiting in epoll: dropped
+        "thread (101): MainThread;_run_op (vllm_nnrp_adapter/nnrp_server.py);"
+        "encode_event (nnrp_conformance/wire/codec.py) 30",
+        "thread (101): MainThread;_SessionPump.enqueue (vllm_nnrp_adapter/nnrp_server.py) 10",
+        "thread (202): nnrp-session-1;_SessionPump._run (vllm_nnrp_adapter/nnrp_server.py);"
+        "_send_partial (vllm_nnrp_adapter/nnrp_server.py) 5",
+    ])
+    threads = hotpath.by_thread(hotpath.parse_raw(raw))
+    assert threads[101][0] == "MainThread" and sum(threads[101][1].values()) == 40
+    # 1 s of main-thread CPU, 0.5 s of pump, 0.25 s of a thread py-spy never saw; 1,000 tokens
+    cats, names = hotpath.attribute({101: 1.0, 202: 0.5, 303: 0.25}, threads, 1000)
+    assert cats["JSON encode (event → wire bytes)"] == pytest.approx(750.0)
+    assert cats["thread hand-offs (enqueue, wake, call_soon_threadsafe)"] == pytest.approx(250.0)
+    assert cats["native sends"] == pytest.approx(500.0)
+    assert cats[hotpath.NATIVE] == pytest.approx(250.0)
+    assert names["MainThread"] == pytest.approx(1000.0)
+
+
+def test_http_client_turns_a_stalled_response_into_one_failed_sample() -> None:
+    import asyncio
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await asyncio.sleep(5)  # never answers within the client's timeout
+        writer.close()
+
+    async def run() -> parity.RequestSample:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        conn = parity.HttpConnection("127.0.0.1", port)
+        try:
+            return await conn.stream_chat({"messages": []}, timeout=0.3)
+        finally:
+            await conn.close()
+            server.close()
+
+    sample = asyncio.run(run())
+    assert sample.error is not None and "timed out after 0.3 s" in sample.error

@@ -10,7 +10,10 @@ repeats, with machine and versions recorded.
 * ``cancel``: cancel latency with N fast streams sharing one session (server cross-process).
 * ``soak``: a long operation soak on a scripted backend, resident memory over time.
 * ``vllm``: streaming latency, cancellation latency and the end-to-end smoke on real vLLM.
-* ``parity``: vLLM's own HTTP/SSE server against the adapter over NNRP, same engine.
+* ``parity``: vLLM's own HTTP/SSE server against the adapter over NNRP, same engine,
+  interleaved rounds, with CPU per 1,000 tokens of each serving process.
+* ``idle``: the server binding's CPU while 1, 32 and 256 sessions sit idle.
+* ``hotpath``: a py-spy profile of the serving process under load, CPU per token by category.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ BENCHMARKS: dict[str, str] = {
     "cancel": "cancel latency with 1/4/16/32 streams sharing one session",
     "soak": "10,000-operation soak, resident memory flat after warm-up",
     "vllm": "streaming and cancellation latency, e2e smoke (real vLLM)",
-    "parity": "HTTP/SSE (vllm serve) vs NNRP adapter on the same engine",
+    "parity": "HTTP/SSE (vllm serve) vs NNRP adapter on the same engine, interleaved",
+    "hotpath": "py-spy profile of the serving process: CPU per token by category",
+    "idle": "server binding CPU with 1/32/256 idle sessions",
 }
 
 

@@ -163,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs=args.rounds,
         parameters={"after_events": args.after, "rounds": args.rounds},
         notes=[
-            f"ended: {n}: {r['ended']}" + (f"; session broken: {r['broken']}" if r["broken"] else "")
+            f"ended: {n}: {r['ended']}"
+            + (f"; session broken: {r['broken']}" if r["broken"] else "")
             for n, r in results.items()
         ]
         + [f"wall {wall:.1f} s; load average after: {os.getloadavg()}"],

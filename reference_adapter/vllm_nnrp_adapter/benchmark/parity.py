@@ -1,24 +1,26 @@
 """``vllm-nnrp bench parity``: vLLM's own OpenAI HTTP/SSE server against the adapter over NNRP.
 
-Owns the side-by-side run: the same vLLM version, engine flags, tiny model, prompts and
-sampling parameters, first through ``python -m vllm.entrypoints.openai.api_server`` (an
-HTTP/1.1 keep-alive client on raw loopback sockets parsing chunked SSE, no dependency),
-then through the adapter (the suite's NNRP client). The two servers never run at once.
-Per request it records time to first content, the gaps between content chunks, total
-time and tokens per second, at concurrency 1 and 8 with a short and a long prompt (long =
-as close to ``max_model_len`` minus ``max_tokens`` as the model's tokenizer allows), and
-derives the adapter's own overhead (NNRP minus HTTP) and the NNRP/HTTP ratios.
+Owns the interleaved comparison. Both servers run for the whole benchmark on the same vLLM
+version, engine flags, tiny model, prompts and sampling (greedy, ``ignore_eos``,
+``max_tokens`` 32): ``python -m vllm.entrypoints.openai.api_server`` (what ``vllm serve``
+runs; client in :mod:`.http_sse`) and the adapter (the suite's NNRP client). Each *round*
+measures every workload (short and long prompt × concurrency 1, 8 and 32) on both paths,
+back to back, the path that goes first alternating from round to round (HTTP, NNRP | NNRP,
+HTTP | ...), so drift in the machine's load falls on both alike.
+
+Per path and workload it reports aggregate tokens/s per round, TTFT and inter-token gap
+(p50/p95 of every request), and the CPU seconds per 1,000 generated tokens of the serving
+process (the API server, or the adapter) and of its engine (the engine-core process), read
+from ``/proc`` (:mod:`.proc_cpu`) around each round. The clients run in this process and
+their CPU (``process_time``) is reported apart, never in the servers' figures; the idle
+server's CPU during the other's round is reported too (what it takes from the machine).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import http.client
 import itertools
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -29,320 +31,58 @@ from typing import Any
 
 import anyio
 from rich.console import Console
+from rich.table import Table
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
 from nnrp_conformance.gate.requirements import BENCH_PARITY
 
-from .common import median, metric, print_results, ratio, results_document, write_results
+from .common import (
+    median,
+    metric,
+    percentile,
+    print_results,
+    ratio,
+    results_document,
+    write_results,
+)
+from .http_sse import (
+    ChunkedDecoder,
+    HttpConnection,
+    HttpServer,
+    RequestSample,
+    SseParser,
+    content_of_chunk,
+    http_stream,
+)
+from .proc_cpu import TreeCpu, tree_cpu
 from .vllm import PROMPT, chat_envelope, gaps_ms, load_average, required_metrics, run_stream
 
 __all__ = [
     "ChunkedDecoder",
+    "HttpConnection",
     "HttpServer",
+    "Plan",
     "RequestSample",
+    "RoundResult",
     "SseParser",
+    "build_document",
     "content_of_chunk",
     "http_stream",
     "main",
+    "round_order",
     "summarise",
+    "targets",
 ]
 
 NNRP_TPS, HTTP_TPS = required_metrics(BENCH_PARITY)
 NNRP, HTTP = NNRP_TPS.split(".", 1)[0], HTTP_TPS.split(".", 1)[0]
+PATHS = (HTTP, NNRP)
 MAX_TOKENS = 32
 LONG_UNIT = "one two three four five six seven eight nine ten "
-CONCURRENCY = (1, 8)
+CONCURRENCY = (1, 8, 32)
 
-
-# --- HTTP/SSE, parsed by hand -----------------------------------------------------------------
-
-
-class ChunkedDecoder:
-    """HTTP/1.1 ``Transfer-Encoding: chunked`` → body bytes, fed incrementally."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._need: int | None = None  # bytes of chunk data still expected
-        self.done = False
-
-    def feed(self, data: bytes) -> bytes:
-        self._buf += data
-        out = bytearray()
-        while not self.done:
-            if self._need is None:
-                end = self._buf.find(b"\r\n")
-                if end < 0:
-                    break
-                size_text = bytes(self._buf[:end]).split(b";", 1)[0].strip()
-                try:
-                    size = int(size_text, 16)
-                except ValueError:
-                    raise ValueError(f"bad chunk size line {bytes(self._buf[:end])!r}") from None
-                del self._buf[: end + 2]
-                if size == 0:
-                    self.done = True  # trailers, if any, are not needed
-                    break
-                self._need = size
-            if len(self._buf) < self._need + 2:
-                break
-            out += self._buf[: self._need]
-            del self._buf[: self._need + 2]
-            self._need = None
-        return bytes(out)
-
-
-class SseParser:
-    """Server-sent events → the ``data`` payload of each complete event, fed incrementally."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-
-    def feed(self, data: bytes) -> list[str]:
-        self._buf += data.replace(b"\r\n", b"\n")
-        out: list[str] = []
-        while True:
-            end = self._buf.find(b"\n\n")
-            if end < 0:
-                return out
-            block, self._buf = self._buf[:end], self._buf[end + 2 :]
-            lines = [
-                line[5:].removeprefix(b" ")
-                for line in block.split(b"\n")
-                if line.startswith(b"data:")
-            ]
-            if lines:
-                out.append(b"\n".join(lines).decode("utf-8"))
-
-
-def content_of_chunk(data: str) -> tuple[str | None, int | None]:
-    """(content delta or None, completion tokens from a usage chunk or None) of one SSE data."""
-    obj = json.loads(data)
-    usage = obj.get("usage") or None
-    tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
-    for choice in obj.get("choices") or ():
-        content = (choice.get("delta") or {}).get("content")
-        if content:
-            return content, tokens
-    return None, tokens
-
-
-@dataclass
-class RequestSample:
-    """One streamed request as its client saw it (perf_counter_ns in this process)."""
-
-    started_ns: int
-    content_ns: list[int] = field(default_factory=list)
-    finished_ns: int | None = None
-    tokens: int | None = None
-    text: str = ""
-    error: str | None = None
-
-    @property
-    def ttft_ms(self) -> float | None:
-        return (self.content_ns[0] - self.started_ns) / 1e6 if self.content_ns else None
-
-    @property
-    def total_ms(self) -> float | None:
-        return None if self.finished_ns is None else (self.finished_ns - self.started_ns) / 1e6
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        n = self.tokens or len(self.content_ns)
-        total = self.total_ms
-        return n / (total / 1e3) if total and n else None
-
-
-_IDLE_CLOSED = "connection closed before the response started"
-
-
-class HttpConnection:
-    """One keep-alive HTTP/1.1 connection to the server on loopback."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    async def _open(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        sock = self._writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()
-            self._reader = self._writer = None
-
-    async def stream_chat(self, body: Mapping[str, Any], timeout: float = 120.0) -> RequestSample:
-        sample = await self._stream_chat(body, timeout)
-        if sample.error == _IDLE_CLOSED:
-            # the server closed the idle keep-alive connection (uvicorn: after 5 s) before
-            # reading the request; a fresh connection and a new start time, as any client
-            sample = await self._stream_chat(body, timeout)
-        return sample
-
-    async def _stream_chat(self, body: Mapping[str, Any], timeout: float) -> RequestSample:
-        if self._writer is None:
-            await self._open()
-        assert self._reader is not None and self._writer is not None
-        payload = json.dumps(body).encode()
-        head = (
-            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
-            "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n"
-        ).encode()
-        sample = RequestSample(time.perf_counter_ns())
-        self._writer.write(head + payload)
-        with anyio.fail_after(timeout):
-            try:
-                status_line = await self._reader.readline()
-                while status_line in (b"\r\n", b"\n"):
-                    # the CRLF closing the previous response's last chunk may arrive late
-                    status_line = await self._reader.readline()
-            except ConnectionError:
-                status_line = b""
-            headers: dict[str, str] = {}
-            while True:
-                line = await self._reader.readline()
-                if line in (b"\r\n", b"\n", b""):
-                    break
-                k, _, v = line.decode("latin-1").partition(":")
-                headers[k.strip().lower()] = v.strip()
-            parts = status_line.split()
-            if not status_line:
-                sample.error = _IDLE_CLOSED
-                await self.close()
-                return sample
-            if len(parts) < 2 or parts[1] != b"200":
-                sample.error = f"HTTP {status_line.decode('latin-1').strip()}"
-                await self.close()
-                return sample
-            if "chunked" not in headers.get("transfer-encoding", ""):
-                sample.error = f"expected a chunked SSE response, headers {headers}"
-                await self.close()
-                return sample
-            decoder, sse = ChunkedDecoder(), SseParser()
-            while not decoder.done:
-                data = await self._reader.read(65536)
-                now = time.perf_counter_ns()
-                if not data:
-                    sample.error = "connection closed mid-stream"
-                    await self.close()
-                    return sample
-                for event in sse.feed(decoder.feed(data)):
-                    if event.strip() == "[DONE]":
-                        sample.finished_ns = now
-                        continue
-                    content, tokens = content_of_chunk(event)
-                    if content:
-                        sample.content_ns.append(now)
-                        sample.text += content
-                    if tokens is not None:
-                        sample.tokens = tokens
-        if headers.get("connection", "").lower() == "close":
-            await self.close()
-        return sample
-
-
-async def http_stream(host: str, port: int, body: Mapping[str, Any]) -> RequestSample:
-    """One streamed chat on a fresh connection (the benchmark itself reuses connections)."""
-    conn = HttpConnection(host, port)
-    try:
-        return await conn.stream_chat(body)
-    finally:
-        await conn.close()
-
-
-# --- vLLM's own HTTP server ---------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class HttpServer:
-    """``python -m vllm.entrypoints.openai.api_server`` in its own process group."""
-
-    python: str
-    model_dir: Path
-    engine_args: Sequence[str]
-    log_path: Path
-    start_timeout: float = 600.0
-    port: int = 0
-    started_in_s: float | None = None
-    _proc: subprocess.Popen | None = None
-
-    def start(self) -> HttpServer:
-        from vllm_nnrp_adapter.conformance import engine_environment
-
-        self.port = self.port or free_port()
-        cmd = [
-            self.python,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(self.model_dir),
-            *self.engine_args,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-        ]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
-        with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=engine_environment(self.python),
-                start_new_session=True,
-            )
-        while not self._healthy():
-            if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"vLLM's HTTP server exited with {self._proc.returncode}; see {self.log_path}"
-                )
-            if time.monotonic() - t0 > self.start_timeout:
-                self.stop()
-                raise RuntimeError(
-                    f"vLLM's HTTP server not healthy within "
-                    f"{self.start_timeout:.0f} s; see {self.log_path}"
-                )
-            time.sleep(0.5)
-        self.started_in_s = time.monotonic() - t0
-        return self
-
-    def _healthy(self) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-        try:
-            conn.request("GET", "/health")
-            return conn.getresponse().status == 200
-        except OSError:
-            return False
-        finally:
-            conn.close()
-
-    def stop(self, timeout: float = 60.0) -> None:
-        from vllm_nnrp_adapter.conformance import stop_process_group
-
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            stop_process_group(proc, timeout)
-
-    def __enter__(self) -> HttpServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+Workload = tuple[str, int]  # (prompt name, concurrency)
 
 
 # --- the workload -------------------------------------------------------------------------------
@@ -383,16 +123,21 @@ def long_prompt(python: str, model_dir: Path, budget: int) -> tuple[str, int]:
     return LONG_UNIT * int(found["repeats"]), int(found["tokens"])
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    repeats: int
-    c1_requests: int  # per repeat
-    c8_requests: int  # per repeat
+    rounds: int
+    #: requests per round, by concurrency
+    requests: Mapping[int, int]
     warmup: int = 4
 
 
-QUICK = Plan(repeats=2, c1_requests=8, c8_requests=16, warmup=2)
-FULL = Plan(repeats=3, c1_requests=34, c8_requests=68)
+QUICK = Plan(rounds=2, requests={1: 8, 8: 24, 32: 64}, warmup=2)
+FULL = Plan(rounds=6, requests={1: 24, 8: 64, 32: 128})
+
+
+def round_order(r: int) -> tuple[str, ...]:
+    """The order the two paths run in round ``r``: alternating, so neither always goes first."""
+    return PATHS if r % 2 == 0 else tuple(reversed(PATHS))
 
 
 def http_body(model: str, content: str) -> dict[str, Any]:
@@ -405,7 +150,7 @@ def http_body(model: str, content: str) -> dict[str, Any]:
 async def run_concurrent(
     n: int, concurrency: int, one: Callable[[int], Awaitable[RequestSample]]
 ) -> tuple[list[RequestSample], float]:
-    """``n`` requests from ``concurrency`` workers; (samples, wall seconds)."""
+    """``n`` requests from ``concurrency`` workers (closed loop); (samples, wall seconds)."""
     counter = itertools.count()
     samples: list[RequestSample] = []
 
@@ -420,35 +165,14 @@ async def run_concurrent(
     return samples, time.perf_counter() - t0
 
 
-Workload = tuple[str, int]  # (prompt name, concurrency)
-
-
-async def measure_http(
-    port: int, model: str, prompts: Mapping[str, str], plan: Plan
-) -> dict[Workload, list[tuple[list[RequestSample], float]]]:
-    conns = [HttpConnection("127.0.0.1", port) for _ in range(max(CONCURRENCY))]
-    try:
-        for name in prompts:  # warm-up: the first requests pay vLLM's start-up costs
-            for _ in range(plan.warmup):
-                await conns[0].stream_chat(http_body(model, prompts[name]))
-        out: dict[Workload, list[tuple[list[RequestSample], float]]] = {}
-        for _ in range(plan.repeats):
-            for name, content in prompts.items():
-                for c in CONCURRENCY:
-                    n = plan.c1_requests if c == 1 else plan.c8_requests
-                    body = http_body(model, content)
-                    out.setdefault((name, c), []).append(
-                        await run_concurrent(n, c, lambda w, b=body: conns[w].stream_chat(b))
-                    )
-        return out
-    finally:
-        for conn in conns:
-            await conn.close()
-
-
 async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSample:
     env = chat_envelope(max_tokens=MAX_TOKENS, model=model, content=content)
-    s = await run_stream(client, env)
+    started = time.perf_counter_ns()
+    try:
+        s = await run_stream(client, env)
+    except (NnrpClientError, TimeoutError) as exc:
+        # one failed sample, as on the HTTP side, never the end of the benchmark
+        return RequestSample(started, error=f"{type(exc).__name__}: {exc}")
     text = "".join(
         ev.get("delta", "") for ev in s.events if ev.get("type") == contract.EV_OUTPUT_TEXT_DELTA
     )
@@ -462,126 +186,317 @@ async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSamp
     )
 
 
-async def measure_nnrp(
-    address: str, model: str, prompts: Mapping[str, str], plan: Plan
-) -> dict[Workload, list[tuple[list[RequestSample], float]]]:
-    client = await NnrpClient.connect(address, default_timeout=120.0)
-    try:
-        for name in prompts:
-            for _ in range(plan.warmup):
-                await _nnrp_one(client, model, prompts[name])
-        out: dict[Workload, list[tuple[list[RequestSample], float]]] = {}
-        for _ in range(plan.repeats):
-            for name, content in prompts.items():
-                for c in CONCURRENCY:
-                    n = plan.c1_requests if c == 1 else plan.c8_requests
-                    out.setdefault((name, c), []).append(
-                        await run_concurrent(
-                            n, c, lambda _w, t=content: _nnrp_one(client, model, t)
-                        )
+class NnrpPath:
+    """The adapter's side: ``sessions`` NNRP clients (one session each); worker ``w`` uses
+    client ``w % sessions``."""
+
+    def __init__(self, address: str, model: str, sessions: int) -> None:
+        self.address, self.model, self.sessions = address, model, sessions
+        self.clients: list[NnrpClient] = []
+
+    async def open(self) -> None:
+        for _ in range(self.sessions):
+            self.clients.append(await NnrpClient.connect(self.address, default_timeout=120.0))
+
+    async def close(self) -> None:
+        for client in self.clients:
+            with anyio.move_on_after(10):
+                await client.aclose()
+
+    def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
+        return lambda w: _nnrp_one(self.clients[w % len(self.clients)], self.model, content)
+
+
+class HttpPath:
+    """vLLM's HTTP side: one keep-alive connection per concurrent worker."""
+
+    def __init__(self, port: int, model: str) -> None:
+        self.model = model
+        self.conns = [HttpConnection("127.0.0.1", port) for _ in range(max(CONCURRENCY))]
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        for conn in self.conns:
+            await conn.close()
+
+    def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
+        body = http_body(self.model, content)
+        return lambda w: self.conns[w].stream_chat(body)
+
+
+@dataclass
+class RoundResult:
+    """One path's measurement of one workload in one round."""
+
+    path: str
+    round: int
+    samples: list[RequestSample]
+    wall_s: float
+    #: CPU seconds of the serving process and of its engine during the round (None: no pid)
+    server: TreeCpu | None
+    #: CPU seconds of this (client) process during the round
+    client_cpu_s: float
+    #: CPU seconds the other, idle server (both its processes) spent meanwhile
+    idle_other_cpu_s: float | None
+    load_average: str
+    tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = sum(s.tokens or len(s.content_ns) for s in self.samples if _ok(s))
+
+    def per_1k(self, seconds: float | None) -> float | None:
+        return None if seconds is None or not self.tokens else seconds * 1000.0 / self.tokens
+
+
+def _ok(s: RequestSample) -> bool:
+    return not s.error and s.ttft_ms is not None and s.total_ms is not None
+
+
+async def measure(
+    paths: Mapping[str, Any],
+    pids: Mapping[str, int | None],
+    prompts: Mapping[str, str],
+    plan: Plan,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> dict[Workload, list[RoundResult]]:
+    """Every workload on both paths, round after round, first path alternating."""
+    for name, path in paths.items():
+        for content in prompts.values():  # the first requests pay vLLM's start-up costs
+            for w in range(plan.warmup):
+                await path.one(content)(w)
+        progress(f"    {name} warmed up")
+    out: dict[Workload, list[RoundResult]] = {}
+    for r in range(plan.rounds):
+        t0 = time.monotonic()
+        for prompt, content in prompts.items():
+            for c in CONCURRENCY:
+                for name in round_order(r):
+                    other = next(p for p in paths if p != name)
+                    result = await _one_round(
+                        name,
+                        r,
+                        paths[name].one(content),
+                        plan.requests[c],
+                        c,
+                        pids.get(name),
+                        pids.get(other),
                     )
-        return out
-    finally:
-        with anyio.move_on_after(10):
-            await client.aclose()
+                    out.setdefault((prompt, c), []).append(result)
+        progress(
+            f"    round {r + 1}/{plan.rounds} ({' then '.join(round_order(r))}) "
+            f"in {time.monotonic() - t0:.1f} s, load {load_average()}"
+        )
+    return out
+
+
+def _tree(pid: int | None) -> TreeCpu | None:
+    if pid is None:
+        return None
+    try:
+        return tree_cpu(pid)
+    except ProcessLookupError:
+        return None
+
+
+async def _one_round(
+    name: str,
+    r: int,
+    one: Callable[[int], Awaitable[RequestSample]],
+    n: int,
+    c: int,
+    pid: int | None,
+    other_pid: int | None,
+) -> RoundResult:
+    load = load_average()
+    mine0, other0, client0 = _tree(pid), _tree(other_pid), time.process_time()
+    samples, wall = await run_concurrent(n, c, one)
+    client = time.process_time() - client0
+    mine1, other1 = _tree(pid), _tree(other_pid)
+    server = mine1.since(mine0) if mine0 and mine1 else None
+    idle = None
+    if other0 and other1:
+        spent = other1.since(other0)
+        idle = spent.serving + spent.engine
+    return RoundResult(name, r, samples, wall, server, client, idle, load)
 
 
 # --- the document -------------------------------------------------------------------------------
 
 
-def summarise(runs: Sequence[tuple[Sequence[RequestSample], float]]) -> dict[str, Any]:
-    """Pooled per-request samples of one workload, plus per-repeat aggregate throughput."""
+def summarise(rounds: Sequence[RoundResult]) -> dict[str, Any]:
+    """Pooled per-request samples of one path and workload, and per-round figures."""
     ttft: list[float] = []
     itl: list[float] = []
     total: list[float] = []
     tps: list[float] = []
-    aggregate: list[float] = []
+    out: dict[str, Any] = {
+        "aggregate_tokens_per_s": [],
+        "ttft_p50_by_round": [],
+        "serving_cpu_s_per_1k_tokens": [],
+        "engine_cpu_s_per_1k_tokens": [],
+        "client_cpu_s_per_1k_tokens": [],
+        "idle_other_cpu_s": [],
+        "load_average": [],
+    }
     errors = 0
     first_error: Any = None
-    for samples, wall in runs:
-        tokens = 0
-        for s in samples:
-            if s.error or s.ttft_ms is None or s.total_ms is None:
+    for rr in rounds:
+        round_ttft = []
+        for s in rr.samples:
+            if not _ok(s):
                 errors += 1
                 first_error = first_error or s.error or "no content or no end of stream"
                 continue
-            ttft.append(s.ttft_ms)
-            itl += gaps_ms(s.content_ns)
+            round_ttft.append(s.ttft_ms)
+            itl.extend(gaps_ms(s.content_ns))
             total.append(s.total_ms)
             if s.tokens_per_s is not None:
                 tps.append(s.tokens_per_s)
-            tokens += s.tokens or len(s.content_ns)
-        if wall > 0:
-            aggregate.append(tokens / wall)
-    return {
-        "ttft_ms": ttft,
-        "itl_ms": itl,
-        "total_ms": total,
-        "tokens_per_s": tps,
-        "aggregate_tokens_per_s": aggregate,
-        "errors": [float(errors)],
-        "first_error": first_error,
-    }
+        ttft += round_ttft
+        if round_ttft:
+            out["ttft_p50_by_round"].append(median(round_ttft))
+        if rr.wall_s > 0 and rr.tokens:
+            out["aggregate_tokens_per_s"].append(rr.tokens / rr.wall_s)
+        if rr.server is not None and rr.tokens:
+            out["serving_cpu_s_per_1k_tokens"].append(rr.per_1k(rr.server.serving))
+            out["engine_cpu_s_per_1k_tokens"].append(rr.per_1k(rr.server.engine))
+        if rr.tokens:
+            out["client_cpu_s_per_1k_tokens"].append(rr.per_1k(rr.client_cpu_s))
+        if rr.idle_other_cpu_s is not None:
+            out["idle_other_cpu_s"].append(rr.idle_other_cpu_s)
+        out["load_average"].append(rr.load_average)
+    out.update(
+        ttft_ms=ttft,
+        itl_ms=itl,
+        total_ms=total,
+        tokens_per_s=tps,
+        errors=errors,
+        first_error=first_error,
+    )
+    return out
 
 
-def _workload_metrics(
-    prefix: str, key: Workload, s: Mapping[str, list[float]]
-) -> list[dict[str, Any]]:
-    name, c = key
-    base = f"{prefix}.{name}.c{c}"
-    out = []
-    for field_, unit, what in (
-        ("ttft_ms", "ms", "request sent → first content chunk"),
-        ("itl_ms", "ms", "gap between content chunks"),
-        ("total_ms", "ms", "request sent → end of stream"),
-        ("tokens_per_s", "tokens/s", "completion tokens / total time"),
-        ("aggregate_tokens_per_s", "tokens/s", "all completion tokens of a repeat / its wall time"),
-    ):
-        if s[field_]:
-            out.append(
-                metric(
-                    f"{base}.{field_}",
-                    unit,
-                    s[field_],
-                    description=what,
-                    keep_values=field_ != "itl_ms",
-                )
+#: (field, unit, description, keep raw values)
+_FIELDS = (
+    (
+        "aggregate_tokens_per_s",
+        "tokens/s",
+        "all completion tokens of a round / its wall time",
+        True,
+    ),
+    ("ttft_ms", "ms", "request sent → first content chunk, every request", False),
+    ("ttft_p50_by_round", "ms", "median TTFT of each round (spread across rounds)", True),
+    ("itl_ms", "ms", "gap between content chunks, every request", False),
+    ("total_ms", "ms", "request sent → end of stream, every request", False),
+    ("tokens_per_s", "tokens/s", "completion tokens / total time, every request", False),
+    (
+        "serving_cpu_s_per_1k_tokens",
+        "s",
+        "CPU s of the serving process (API server or "
+        "adapter) per 1,000 completion tokens, per round",
+        True,
+    ),
+    (
+        "engine_cpu_s_per_1k_tokens",
+        "s",
+        "CPU s of the engine-core process per 1,000 completion tokens, per round",
+        True,
+    ),
+    (
+        "client_cpu_s_per_1k_tokens",
+        "s",
+        "CPU s of the benchmark's client per 1,000 "
+        "completion tokens, per round (kept out of the server figures)",
+        True,
+    ),
+    ("idle_other_cpu_s", "s", "CPU s the other, idle server spent during this path's round", True),
+)
+
+#: the ratios reported per workload: (name, summary field, statistic)
+_RATIOS = (
+    ("aggregate_tokens_per_s", "aggregate_tokens_per_s", "median"),
+    ("ttft_p50", "ttft_ms", "p50"),
+    ("ttft_p95", "ttft_ms", "p95"),
+    ("itl_p50", "itl_ms", "p50"),
+    ("itl_p95", "itl_ms", "p95"),
+    ("serving_cpu_s_per_1k_tokens", "serving_cpu_s_per_1k_tokens", "median"),
+    ("engine_cpu_s_per_1k_tokens", "engine_cpu_s_per_1k_tokens", "median"),
+)
+
+
+def _stat(values: Sequence[float], how: str) -> float:
+    return median(values) if how == "median" else percentile(values, 95 if how == "p95" else 50)
+
+
+def _key(w: Workload) -> str:
+    return f"{w[0]}.c{w[1]}"
+
+
+def targets(summaries: Mapping[str, Mapping[Workload, Mapping[str, Any]]]) -> dict[str, bool]:
+    """The issue's parity targets, per workload: True where met in this run."""
+    out: dict[str, bool] = {}
+    for w, a in summaries[NNRP].items():
+        b = summaries[HTTP].get(w)
+        if b is None or not a["ttft_ms"] or not b["ttft_ms"]:
+            continue
+        k = _key(w)
+        out[f"target.{k}.tokens_per_s_ratio_ge_0.97"] = median(
+            a["aggregate_tokens_per_s"]
+        ) >= 0.97 * median(b["aggregate_tokens_per_s"])
+        out[f"target.{k}.ttft_p50_le_1.05x_plus_1ms"] = (
+            percentile(a["ttft_ms"], 50) <= 1.05 * percentile(b["ttft_ms"], 50) + 1.0
+        )
+        if a["itl_ms"] and b["itl_ms"]:
+            out[f"target.{k}.itl_p95_le_1.05x"] = percentile(a["itl_ms"], 95) <= 1.05 * percentile(
+                b["itl_ms"], 95
             )
+        if w[1] >= 8 and a["serving_cpu_s_per_1k_tokens"] and b["serving_cpu_s_per_1k_tokens"]:
+            out[f"target.{k}.serving_cpu_per_1k_le_http"] = median(
+                a["serving_cpu_s_per_1k_tokens"]
+            ) <= median(b["serving_cpu_s_per_1k_tokens"])
     return out
 
 
 def build_document(
-    http: Mapping[Workload, Any],
-    nnrp: Mapping[Workload, Any],
+    measured: Mapping[Workload, Sequence[RoundResult]],
     *,
     plan: Plan,
     vllm_version: str,
     parameters: dict[str, Any],
     notes: list[str],
 ) -> dict[str, Any]:
+    summaries: dict[str, dict[Workload, dict[str, Any]]] = {p: {} for p in PATHS}
+    for w, rounds in measured.items():
+        for p in PATHS:
+            mine = [rr for rr in rounds if rr.path == p]
+            if mine:
+                summaries[p][w] = summarise(mine)
+    headline: Workload = ("short", 1)
     metrics: list[dict[str, Any]] = []
-    ratios: list[dict[str, Any]] = []
-    summaries = {
-        HTTP: {k: summarise(v) for k, v in http.items()},
-        NNRP: {k: summarise(v) for k, v in nnrp.items()},
-    }
-    headline = ("short", 1)
     for prefix, tps_name in ((NNRP, NNRP_TPS), (HTTP, HTTP_TPS)):
-        vals = summaries[prefix][headline]["tokens_per_s"]
+        vals = summaries[prefix].get(headline, {}).get("tokens_per_s")
         if not vals:
             raise RuntimeError(f"{prefix}: no successful request in the short c=1 workload")
         metrics.append(
-            metric(
-                tps_name, "tokens/s", vals, description="per request, short prompt, concurrency 1"
-            )
+            metric(tps_name, "tokens/s", vals, description="per request, short prompt, c=1")
         )
     for prefix in (NNRP, HTTP):
-        for key, s in summaries[prefix].items():
-            metrics += _workload_metrics(prefix, key, s)
-            parameters[f"{prefix}.{key[0]}.c{key[1]}.errors"] = int(s["errors"][0])
+        for w, s in summaries[prefix].items():
+            base = f"{prefix}.{_key(w)}"
+            for field_, unit, what, keep in _FIELDS:
+                if s[field_]:
+                    metrics.append(
+                        metric(
+                            f"{base}.{field_}", unit, s[field_], description=what, keep_values=keep
+                        )
+                    )
+            parameters[f"{base}.errors"] = s["errors"]
             if s["first_error"]:
-                parameters[f"{prefix}.{key[0]}.c{key[1]}.first_error"] = s["first_error"]
-    ratios.append(
+                parameters[f"{base}.first_error"] = str(s["first_error"])[:500]
+            parameters[f"{base}.load_average_by_round"] = " | ".join(s["load_average"])
+    ratios = [
         ratio(
             f"{NNRP}/{HTTP}.tokens_per_s",
             NNRP_TPS,
@@ -590,47 +505,123 @@ def build_document(
             / median(summaries[HTTP][headline]["tokens_per_s"]),
             description="> 1: the adapter is faster",
         )
-    )
-    for key in summaries[NNRP]:
-        if key not in summaries[HTTP]:
+    ]
+    for w in summaries[NNRP]:
+        a, b = summaries[NNRP][w], summaries[HTTP].get(w)
+        if b is None:
             continue
-        base = f"{key[0]}.c{key[1]}"
-        for field_ in ("ttft_ms", "itl_ms", "total_ms", "aggregate_tokens_per_s"):
-            a, b = summaries[NNRP][key][field_], summaries[HTTP][key][field_]
-            if not a or not b or median(b) == 0:
+        k = _key(w)
+        for name, field_, how in _RATIOS:
+            if not a[field_] or not b[field_] or _stat(b[field_], how) == 0:
                 continue
             ratios.append(
                 ratio(
-                    f"{NNRP}/{HTTP}.{base}.{field_}",
-                    f"{NNRP}.{base}.{field_}",
-                    f"{HTTP}.{base}.{field_}",
-                    median(a) / median(b),
+                    f"{NNRP}/{HTTP}.{k}.{name}",
+                    f"{NNRP}.{k}.{field_}",
+                    f"{HTTP}.{k}.{field_}",
+                    _stat(a[field_], how) / _stat(b[field_], how),
+                    description=f"{how} over {'rounds' if how == 'median' else 'requests'}",
                 )
             )
-            if field_ != "aggregate_tokens_per_s":
-                # overhead may be negative, so it is a parameter, not a (≥ 0) metric
-                parameters[f"overhead.{base}.{field_}"] = round(median(a) - median(b), 4)
+        # the same ratio round by round (the pair measured back to back): its spread
+        by_round = [
+            x / y
+            for x, y in zip(a["aggregate_tokens_per_s"], b["aggregate_tokens_per_s"], strict=False)
+            if y > 0
+        ]
+        if by_round:
+            metrics.append(
+                metric(
+                    f"{NNRP}/{HTTP}.{k}.aggregate_tokens_per_s_by_round",
+                    "ratio",
+                    by_round,
+                    description="NNRP/HTTP aggregate tokens/s of each round's back-to-back pair",
+                )
+            )
+    parameters.update(targets(summaries))
     return results_document(
         BENCH_PARITY,
         metrics,
-        runs=plan.repeats,
+        runs=plan.rounds,
         vllm=vllm_version,
         parameters=parameters,
         ratios=ratios,
         notes=notes,
         description="The same engine (version, flags, tiny model), prompts and sampling "
         f"(greedy, ignore_eos, max_tokens {MAX_TOKENS}) through vLLM's own OpenAI HTTP/SSE "
-        "server and through the adapter over NNRP, one after the other, loopback only.",
+        "server and through the adapter over NNRP, both up for the whole run and measured in "
+        "interleaved rounds (the first path alternating), loopback only.",
     )
+
+
+def print_summary(doc: Mapping[str, Any], console: Console) -> None:
+    """The comparison at a glance: per workload, NNRP/HTTP ratios and CPU per 1k tokens."""
+    by = {r["name"]: r["value"] for r in doc.get("ratios", ())}
+    med = {m["name"]: m for m in doc["metrics"]}
+    table = Table(title="parity (NNRP / HTTP, medians; CPU s per 1k tokens)", title_justify="left")
+    for col in (
+        "workload",
+        "tok/s",
+        "spread",
+        "TTFT p50",
+        "ITL p95",
+        "srv CPU http",
+        "srv CPU nnrp",
+        "engine http",
+        "engine nnrp",
+    ):
+        table.add_column(col, justify="right", no_wrap=True)
+    found = {n.split(".")[1] + "." + n.split(".")[2] for n in by if n.count(".") >= 3}
+    keys = [f"{p}.c{c}" for p in ("short", "long") for c in CONCURRENCY if f"{p}.c{c}" in found]
+
+    def f(x: float | None) -> str:
+        return "—" if x is None else f"{x:.3f}"
+
+    for k in keys:
+        spread = med.get(f"{NNRP}/{HTTP}.{k}.aggregate_tokens_per_s_by_round")
+        cpu = {
+            (p, what): (med.get(f"{p}.{k}.{what}_cpu_s_per_1k_tokens") or {}).get("median")
+            for p in PATHS
+            for what in ("serving", "engine")
+        }
+        table.add_row(
+            k,
+            f(by.get(f"{NNRP}/{HTTP}.{k}.aggregate_tokens_per_s")),
+            "—" if not spread else f"{spread['min']:.2f}–{spread['max']:.2f}",
+            f(by.get(f"{NNRP}/{HTTP}.{k}.ttft_p50")),
+            f(by.get(f"{NNRP}/{HTTP}.{k}.itl_p95")),
+            f(cpu[(HTTP, "serving")]),
+            f(cpu[(NNRP, "serving")]),
+            f(cpu[(HTTP, "engine")]),
+            f(cpu[(NNRP, "engine")]),
+        )
+    console.print(table)
+    missed = [k for k, v in doc.get("parameters", {}).items() if k.startswith("target.") and not v]
+    console.print(f"  targets missed: {', '.join(missed) if missed else 'none'}", markup=False)
 
 
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(
         prog="vllm-nnrp bench parity",
-        description="vLLM's own HTTP/SSE server vs the adapter over NNRP, same engine.",
+        description="vLLM's own HTTP/SSE server vs the adapter over NNRP, same engine, "
+        "interleaved rounds.",
     )
     p.add_argument("--vllm-version", default=None, help="cached vLLM venv (default current line)")
-    p.add_argument("--quick", action="store_true", help="fewer samples (about two minutes)")
+    p.add_argument("--quick", action="store_true", help="fewer samples (a few minutes)")
+    p.add_argument("--rounds", type=int, default=None, help="override the plan's rounds")
+    p.add_argument(
+        "--nnrp-sessions",
+        type=int,
+        default=1,
+        help="NNRP sessions the concurrent requests share (default 1: NNRP multiplexes; "
+        "HTTP/1.1 needs one connection per concurrent request)",
+    )
+    p.add_argument(
+        "--adapter-arg",
+        action="append",
+        default=[],
+        help="extra `vllm-nnrp serve` flag for the adapter (repeatable)",
+    )
     p.add_argument(
         "--out",
         type=Path,
@@ -639,6 +630,8 @@ def main(argv: Sequence[str]) -> int:
         "(default artifacts/bench-vllm/vllm-VERSION)",
     )
     args = p.parse_args(list(argv))
+    if args.nnrp_sessions < 1 or (args.rounds is not None and args.rounds < 1):
+        p.error("--nnrp-sessions and --rounds must be at least 1")
     from vllm_nnrp_adapter import CURRENT_LINE_TESTED
     from vllm_nnrp_adapter.conformance import (
         EMBEDDED_ENGINE_ARGS,
@@ -652,6 +645,8 @@ def main(argv: Sequence[str]) -> int:
     version = args.vllm_version or CURRENT_LINE_TESTED
     out = (args.out or Path(f"artifacts/bench-vllm/vllm-{version}")).resolve()
     plan = QUICK if args.quick else FULL
+    if args.rounds:
+        plan = Plan(args.rounds, plan.requests, plan.warmup)
     max_len = int(EMBEDDED_ENGINE_ARGS[EMBEDDED_ENGINE_ARGS.index("--max-model-len") + 1])
     try:
         python = vllm_python(version, build=False)
@@ -662,48 +657,73 @@ def main(argv: Sequence[str]) -> int:
             "max_tokens": MAX_TOKENS,
             "max_model_len": max_len,
             "long_prompt_tokens": long_tokens,
-            "c1_requests_per_repeat": plan.c1_requests,
-            "c8_requests_per_repeat": plan.c8_requests,
+            "concurrency": ",".join(str(c) for c in CONCURRENCY),
+            **{f"c{c}_requests_per_round": n for c, n in plan.requests.items()},
+            "rounds": plan.rounds,
             "quick": bool(args.quick),
-            "order": f"{HTTP} then {NNRP}",
+            "interleaved": True,
+            "order": "both servers up for the whole run; per round every workload on both "
+            "paths back to back, the first path alternating: "
+            + "; ".join(" then ".join(round_order(r)) for r in range(min(plan.rounds, 2))),
+            "nnrp_sessions": args.nnrp_sessions,
+            "http_connections": max(CONCURRENCY),
+            "adapter_args": " ".join(args.adapter_arg),
+            "load_average_start": load_average(),
         }
         notes = [
             f"long prompt: {long_tokens} prompt tokens of max_model_len {max_len} "
-            f"(minus max_tokens {MAX_TOKENS} and a margin of 8)"
+            f"(minus max_tokens {MAX_TOKENS} and a margin of 8)",
+            "client receive stamps: HTTP when the asyncio read returned, NNRP when "
+            "the suite client's pump thread decoded the frame",
+            "CPU: /proc/PID/stat user+system of the serving process (vLLM's API server, or "
+            "the adapter) and of its descendants (the engine core), read around each round; "
+            "both clients run in the benchmark process, whose CPU is reported apart",
         ]
         print(
-            f"==> vLLM {version}: HTTP server first (long prompt {long_tokens} tokens)", flush=True
+            f"==> vLLM {version}: starting both servers (long prompt {long_tokens} tokens)",
+            flush=True,
         )
-        parameters["load_average_http"] = load_average()
-        with HttpServer(python, model_dir, EMBEDDED_ENGINE_ARGS, out / "http-server.log") as srv:
+        with (
+            HttpServer(python, model_dir, EMBEDDED_ENGINE_ARGS, out / "http-server.log") as srv,
+            AdapterProcess(
+                python,
+                model_dir,
+                extra_args=tuple(args.adapter_arg),
+                log_path=out / "adapter.log",
+            ) as adapter,
+        ):
             parameters["http_start_s"] = round(srv.started_in_s or 0.0, 2)
-            t0 = time.monotonic()
-            http = anyio.run(measure_http, srv.port, TINY_MODEL_NAME, prompts, plan)
-            print(f"    measured in {time.monotonic() - t0:.1f} s", flush=True)
-        parameters["load_average_nnrp"] = load_average()
-        print("==> the adapter over NNRP", flush=True)
-        with AdapterProcess(python, model_dir, log_path=out / "adapter.log") as adapter:
             parameters["nnrp_start_s"] = round(adapter.started_in_s or 0.0, 2)
             vllm_version = str(adapter.info.get("vllm_version") or version)
             t0 = time.monotonic()
-            nnrp = anyio.run(measure_nnrp, adapter.address, TINY_MODEL_NAME, prompts, plan)
+            measured = anyio.run(
+                _measure_both,
+                srv.port,
+                srv.pid,
+                adapter.address,
+                adapter.pid,
+                TINY_MODEL_NAME,
+                prompts,
+                plan,
+                args.nnrp_sessions,
+            )
             print(f"    measured in {time.monotonic() - t0:.1f} s", flush=True)
         parameters["load_average_end"] = load_average()
+        firsts = {
+            (rr.path, w): rr.samples[0].text
+            for w, rounds in measured.items()
+            if w[1] == 1
+            for rr in rounds
+            if rr.samples
+        }
         same = [
-            http[k][0][0][0].text == nnrp[k][0][0][0].text for k in http if k in nnrp and k[1] == 1
+            firsts[(HTTP, w)] == firsts[(NNRP, w)]
+            for (p_, w) in firsts
+            if p_ == HTTP and (NNRP, w) in firsts
         ]
         parameters["same_content_c1"] = all(same) if same else None
-        notes.append(
-            f"load average (1/5/15 min): HTTP run {parameters['load_average_http']}, "
-            f"NNRP run {parameters['load_average_nnrp']}, end "
-            f"{parameters['load_average_end']} (shared 2-core machine)"
-        )
-        notes.append(
-            "client receive stamps: HTTP when the asyncio read returned, NNRP when "
-            "the suite client's pump thread decoded the frame"
-        )
         doc = build_document(
-            http, nnrp, plan=plan, vllm_version=vllm_version, parameters=parameters, notes=notes
+            measured, plan=plan, vllm_version=vllm_version, parameters=parameters, notes=notes
         )
     except (
         ConformanceSetupError,
@@ -716,6 +736,34 @@ def main(argv: Sequence[str]) -> int:
         print(f"vllm-nnrp bench parity: {exc}", file=sys.stderr)
         return 2
     path = write_results(doc, out / "bench" / f"{BENCH_PARITY}.json")
-    print_results(doc, Console(width=132, highlight=False))
+    console = Console(width=132, highlight=False)
+    print_results(doc, console)
+    print_summary(doc, console)
     print(f"  wrote {path}")
     return 0
+
+
+async def _measure_both(
+    port: int,
+    http_pid: int | None,
+    address: str,
+    nnrp_pid: int | None,
+    model: str,
+    prompts: Mapping[str, str],
+    plan: Plan,
+    sessions: int,
+) -> dict[Workload, list[RoundResult]]:
+    paths: dict[str, Any] = {HTTP: HttpPath(port, model), NNRP: NnrpPath(address, model, sessions)}
+    try:
+        for path in paths.values():
+            await path.open()
+        return await measure(
+            paths,
+            {HTTP: http_pid, NNRP: nnrp_pid},
+            prompts,
+            plan,
+            progress=lambda m: print(m, flush=True),
+        )
+    finally:
+        for path in paths.values():
+            await path.close()

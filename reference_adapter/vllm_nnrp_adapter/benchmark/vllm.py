@@ -317,6 +317,25 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
         "cancelled": sum(1 for s in samples if s.outcome == contract.TERMINAL_CANCELLED),
         "not_cancelled": sum(1 for s in samples if s.outcome != contract.TERMINAL_CANCELLED),
         "never_sent": sum(1 for s in samples if s.cancel_sent_ns is None),
+        # a cancel that was sent and still the answer ran to its end: a failure
+        "not_effective": sum(1 for s in samples if _ignored(s)),
+        # of those, how many had every partial on the client's side of the wire before the
+        # cancel was sent (no wire.partial_after_cancel): the answer had finished streaming, the
+        # cancel lost the race (the reader lagged the wire); the rest saw the server keep
+        # streaming after the cancel
+        "not_effective_after_last_partial": sum(
+            1 for s in samples if _ignored(s) and "wire.partial_after_cancel" not in _rules(s)
+        ),
+        # what the client recorded on those operations (e.g. client.cancel_after_end: the
+        # runtime refused the cancel as if the frame had ended): where to look for the cause
+        "not_effective_findings": sorted(
+            {
+                str(f.get("rule"))
+                for s in samples
+                if _ignored(s)
+                for f in (getattr(s.op, "wire_findings", None) or [])
+            }
+        ),
         "events_after_cancel": [s.after_cancel for s in samples],
         "events_after_terminal": sum(s.after_terminal for s in samples),
         "deliveries": sorted({str(s.delivery) for s in samples}),
@@ -325,6 +344,14 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
             1 for s in samples if (s.diagnostics.get("cancellation") or {}).get("abort_accepted")
         ),
     }
+
+
+def _ignored(s: StreamSample) -> bool:
+    return s.cancel_sent_ns is not None and s.outcome != contract.TERMINAL_CANCELLED
+
+
+def _rules(s: StreamSample) -> set[str]:
+    return {str(f.get("rule")) for f in (getattr(s.op, "wire_findings", None) or [])}
 
 
 async def cancellation_latency(
@@ -632,6 +659,10 @@ def _documents(
             "cancelled": summary["cancelled"],
             "not_cancelled": summary["not_cancelled"],
             "cancel_never_sent": summary["never_sent"],
+            "cancel_not_effective": summary["not_effective"],
+            "cancel_verdict": "fail" if summary["not_effective"] else "pass",
+            "cancel_not_effective_findings": ",".join(summary["not_effective_findings"]),
+            "cancel_not_effective_after_last_partial": summary["not_effective_after_last_partial"],
             "events_after_terminal": summary["events_after_terminal"],
             "deliveries": ",".join(summary["deliveries"]),
             "adapter_abort_accepted": summary["abort_accepted"],
@@ -640,6 +671,9 @@ def _documents(
         notes=[
             "per-repeat p50 (ms): " + ", ".join(f"{v:.2f}" for v in cancel_repeats),
             f"events after the terminal: {summary['events_after_terminal']} (must be 0)",
+            f"cancels that did not take effect: {summary['not_effective']} of "
+            f"{len(cancels) - summary['never_sent']} sent (must be 0: the answer ran to its end "
+            "after the cancel)",
             f"load average at start: {context.get('load_average_start')}",
         ],
         description="Cancellation of a streamed chat on real vLLM through the adapter, "
@@ -709,14 +743,27 @@ async def _bench(
         )
     print(f"  wrote {out / 'bench'}/*.json, {smoke_path}, {checks_path}")
     summary = cancel_summary(cancels)
+    failed = bool(bad)
     if summary["events_after_terminal"]:
         print(
-            f"vllm-nnrp bench vllm: {summary['events_after_terminal']} frame(s) after a "
+            f"vllm-nnrp bench vllm: FAIL: {summary['events_after_terminal']} frame(s) after a "
             "cancelled operation's terminal",
             file=sys.stderr,
         )
-        return 1
-    return 1 if bad else 0
+        failed = True
+    if summary["not_effective"]:
+        after = sorted(s.after_cancel for s in cancels if s.outcome != contract.TERMINAL_CANCELLED)
+        print(
+            f"vllm-nnrp bench vllm: FAIL: {summary['not_effective']} of "
+            f"{len(cancels) - summary['never_sent']} cancels did not take effect (the answer "
+            f"ran to its end; events after the cancel: {after}; client findings on them: "
+            f"{summary['not_effective_findings'] or 'none'}; "
+            f"{summary['not_effective_after_last_partial']} of them sent after the answer's last "
+            "partial had reached the client)",
+            file=sys.stderr,
+        )
+        failed = True
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str]) -> int:
@@ -787,4 +834,3 @@ def main(argv: Sequence[str]) -> int:
     except (NnrpClientError, OSError, RuntimeError, ValueError) as exc:
         print(f"vllm-nnrp bench vllm: {exc}", file=sys.stderr)
         return 2
-

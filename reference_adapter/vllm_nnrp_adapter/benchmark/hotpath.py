@@ -1,0 +1,439 @@
+"""``vllm-nnrp bench hotpath``: where the serving process's CPU goes per generated token.
+
+Owns the profile behind docs/performance.md. It starts the adapter (and, with
+``--path both``, vLLM's own HTTP server on the same engine flags, one after the other),
+drives ``--concurrency`` closed-loop streaming chats (short prompt, greedy, ``ignore_eos``,
+32 tokens) from this process, samples the serving process with py-spy (PyPI ``py-spy``, ``--threads``) and reads each
+of its threads' CPU seconds from ``/proc`` over the same window. py-spy's own idle
+detection is no measure of CPU here (it counted threads blocked in nnrp-py's native accept
+and poll as busy, and its ``--gil`` mode reported the GIL held 190 % of the time), so each
+thread's exact CPU is shared among the categories of its samples, waits dropped. Each sampled stack is given to
+the *deepest* frame that matches a category (:data:`CATEGORIES`), so ``json.loads`` called
+by the backend's SSE parser counts as SSE parsing, not as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .http_sse import HttpServer
+from .parity import HttpPath, NnrpPath, RequestSample
+from .proc_cpu import thread_cpu_seconds
+from .vllm import PROMPT, load_average
+
+__all__ = ["CATEGORIES", "categorise", "main", "parse_raw"]
+
+#: (category, file substring, function names or None for any), matched against each frame;
+#: the deepest matching frame of a stack names its category. Order only breaks ties
+#: between rules matching the same frame.
+CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
+    (
+        "stall watchdog (per-chunk cancel scope)",
+        "anyio/",
+        frozenset(
+            {
+                "fail_after",
+                "fail_at",
+                "__enter__",
+                "__exit__",
+                "current_task",
+                "get_async_backend",
+                "current_time",
+                "_deliver_cancellation",
+                "_restart_cancellation_in_parent",
+                "_parent_cancelled",
+                "_timeout",
+            }
+        ),
+    ),
+    ("stall watchdog (per-chunk cancel scope)", "vllm_nnrp_adapter/stall.py", None),
+    (
+        "SSE parse + json.loads (backend)",
+        "vllm_nnrp_adapter/vllm_backend.py",
+        frozenset({"_stream", "_parse_sse"}),
+    ),
+    (
+        "mapping (chunk → event)",
+        "vllm_nnrp_adapter/adapter.py",
+        frozenset({"map_chunk", "_map_tool_call", "_close_tool_calls"}),
+    ),
+    ("mapping (chunk → event)", "vllm_nnrp_adapter/profile.py", None),
+    ("adapter handler loop", "vllm_nnrp_adapter/adapter.py", frozenset({"_handle", "handle"})),
+    ("observability", "vllm_nnrp_adapter/observability.py", None),
+    ("JSON encode (event → wire bytes)", "nnrp_conformance/wire/codec.py", None),
+    (
+        "thread hand-offs (enqueue, wake, call_soon_threadsafe)",
+        "vllm_nnrp_adapter/nnrp_server.py",
+        frozenset({"enqueue", "wake", "_loop_call", "_wake", "_request_wake", "_wake_pump"}),
+    ),
+    (
+        "thread hand-offs (enqueue, wake, call_soon_threadsafe)",
+        "threading.py",
+        frozenset(
+            {
+                "notify",
+                "wait",
+                "__enter__",
+                "__exit__",
+                "_release_save",
+                "_acquire_restore",
+                "_is_owned",
+            }
+        ),
+    ),
+    (
+        "thread hand-offs (enqueue, wake, call_soon_threadsafe)",
+        "asyncio/base_events.py",
+        frozenset({"call_soon_threadsafe", "_write_to_self"}),
+    ),
+    ("poll (native, pump thread)", "vllm_nnrp_adapter/nnrp_server.py", frozenset({"_run"})),
+    (
+        "poll (native, pump thread)",
+        "nnrp/",
+        frozenset({"poll_events", "_poll_native_events_unlocked"}),
+    ),
+    ("accept thread (native)", "nnrp/", frozenset({"accept_session", "accept"})),
+    (
+        "native sends",
+        "vllm_nnrp_adapter/nnrp_server.py",
+        frozenset(
+            {
+                "_send_partial",
+                "_send_result",
+                "_send_drop",
+                "_send_terminal",
+                "_flush",
+                "_send_ready",
+            }
+        ),
+    ),
+    (
+        "server binding (operation task)",
+        "vllm_nnrp_adapter/nnrp_server.py",
+        frozenset({"_run_op", "_start_op", "_decode", "_finish", "_diagnostics"}),
+    ),
+    (
+        "vLLM chat stream generator (pydantic, tool parser, SSE string)",
+        "vllm/entrypoints/openai/",
+        None,
+    ),
+    ("vLLM chat stream generator (pydantic, tool parser, SSE string)", "vllm/entrypoints/", None),
+    ("vLLM tool parser", "tool_parsers", None),
+    ("vLLM engine client (output processing, detokenise)", "vllm/v1/engine/", None),
+    ("vLLM engine client (output processing, detokenise)", "vllm/v1/metrics", None),
+    ("vLLM engine client (output processing, detokenise)", "tokenizers", None),
+    ("vLLM engine client (output processing, detokenise)", "vllm/tokenizers", None),
+    ("vLLM engine client (output processing, detokenise)", "vllm/transformers_utils", None),
+    ("engine IPC (zmq, msgpack)", "zmq/", None),
+    ("engine IPC (zmq, msgpack)", "msgspec", None),
+    ("HTTP server (uvicorn, starlette, h11/httptools)", "uvicorn/", None),
+    ("HTTP server (uvicorn, starlette, h11/httptools)", "starlette/", None),
+    ("HTTP server (uvicorn, starlette, h11/httptools)", "fastapi/", None),
+    ("HTTP server (uvicorn, starlette, h11/httptools)", "h11/", None),
+    ("HTTP server (uvicorn, starlette, h11/httptools)", "httptools/", None),
+    ("event loop (select, dispatch)", "asyncio/", None),
+    ("event loop (select, dispatch)", "uvloop", None),
+)
+OTHER = "other"
+RATE = 200  # py-spy samples per second
+LOAD_MARGIN_S = 12.0
+
+
+def parse_raw(text: str) -> Counter[tuple[str, ...]]:
+    """py-spy's ``raw`` output (collapsed stacks, ``frame;frame;... count``) → stack counts."""
+    out: Counter[tuple[str, ...]] = Counter()
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            raise ValueError(f"not a py-spy raw line: {line[:200]!r}")
+        out[tuple(stack.split(";"))] += int(count)
+    return out
+
+
+def _frame(frame: str) -> tuple[str, str]:
+    """``function (file:line)`` → (function, file)."""
+    name, _, rest = frame.partition(" (")
+    return name.strip(), rest.rstrip(")").rsplit(":", 1)[0]
+
+
+def categorise(stack: Sequence[str]) -> str:
+    """The category of the deepest frame of ``stack`` (root first) that matches a rule."""
+    for frame in reversed(stack):
+        qualname, path = _frame(frame)
+        name = qualname.rsplit(".", 1)[-1]  # py-spy names methods Class.method
+        for category, where, names in CATEGORIES:
+            if where in path and (names is None or name in names):
+                return category
+    return OTHER
+
+
+def counts(stacks: Mapping[tuple[str, ...], int]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for stack, n in stacks.items():
+        out[categorise(stack)] += n
+    return out
+
+
+def shares(stacks: Mapping[tuple[str, ...], int]) -> dict[str, float]:
+    by = counts(stacks)
+    total = sum(by.values()) or 1
+    return {k: v / total for k, v in by.most_common()}
+
+
+async def _drive(path: Any, concurrency: int, seconds: float) -> list[RequestSample]:
+    samples: list[RequestSample] = []
+    one = path.one(PROMPT)
+    stop = time.monotonic() + seconds
+
+    async def worker(w: int) -> None:
+        while time.monotonic() < stop:
+            samples.append(await one(w))
+
+    await path.open()
+    try:
+        for w in range(2):  # warm-up
+            await one(w)
+        samples.clear()
+        async with anyio.create_task_group() as tg:
+            for w in range(concurrency):
+                tg.start_soon(worker, w)
+    finally:
+        await path.close()
+    return samples
+
+
+#: leaf frames of a thread that waits (py-spy's idle detection misses waits inside native
+#: code and some of these): their samples are dropped before a thread's CPU is shared out
+IDLE_LEAVES: frozenset[tuple[str, str]] = frozenset(
+    {("select", "selectors.py"), ("wait", "threading.py"), ("sleep", "")}
+)
+
+
+def _idle(leaf: str) -> bool:
+    qualname, path = _frame(leaf)
+    name = qualname.rsplit(".", 1)[-1]
+    return any(name == n and where in path for n, where in IDLE_LEAVES)
+
+
+def by_thread(stacks: Mapping[tuple[str, ...], int]) -> dict[int, tuple[str, Counter[str]]]:
+    """py-spy ``--threads`` stacks → per thread id: (thread name, category counts of its
+    non-idle samples)."""
+    out: dict[int, tuple[str, Counter[str]]] = {}
+    for stack, n in stacks.items():
+        head, frames = stack[0], stack[1:]
+        if not head.startswith("thread (") or not frames:
+            continue
+        tid_text, _, name = head[len("thread (") :].partition("): ")
+        tid = int(tid_text, 0)
+        entry = out.setdefault(tid, (name, Counter()))
+        if not _idle(frames[-1]):
+            entry[1][categorise(frames)] += n
+    return out
+
+
+def attribute(
+    cpu_by_tid: Mapping[int, float],
+    threads: Mapping[int, tuple[str, Counter[str]]],
+    tokens: float,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(µs per token by category, µs per token by thread name): each thread's exact CPU is
+    shared among the categories of its non-idle samples; a thread py-spy saw no Python frame
+    of (native threads: zmq I/O, tokenizer pools) counts as one category of its own."""
+    by_cat: Counter[str] = Counter()
+    by_name: Counter[str] = Counter()
+    for tid, cpu in cpu_by_tid.items():
+        us = cpu / tokens * 1e6 if tokens else 0.0
+        name, cats = threads.get(tid, ("(native thread)", Counter()))
+        by_name[name] += us
+        total = sum(cats.values())
+        if not total:
+            by_cat[f"{name}: no Python frame sampled" if tid in threads else NATIVE] += us
+            continue
+        for cat, n in cats.items():
+            by_cat[cat] += us * n / total
+    return dict(by_cat.most_common()), dict(by_name.most_common())
+
+
+NATIVE = "native threads (zmq I/O, tokenizer pools; no Python frames)"
+
+
+def profile_one(
+    name: str, pid: int, path: Any, concurrency: int, seconds: float, out: Path, py_spy: str
+) -> dict[str, Any]:
+    """Load the server at ``pid`` and sample it for ``seconds`` in the middle of the load."""
+    raw = out / f"{name}.pyspy.txt"
+    holder: dict[str, Any] = {}
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def load() -> None:
+                # py-spy takes a while to attach and to write: the load outlasts it
+                holder["samples"] = await _drive(path, concurrency, seconds + LOAD_MARGIN_S)
+
+            tg.start_soon(load)
+            await anyio.sleep(2)  # past the warm-up, streams running
+            threads0, t0 = thread_cpu_seconds(pid), time.perf_counter_ns()
+            holder["load_average"] = load_average()
+            spy = await anyio.run_process(
+                [
+                    py_spy,
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--duration",
+                    str(int(seconds)),
+                    "--format",
+                    "raw",
+                    "--nolineno",
+                    "--threads",
+                    "--rate",
+                    str(RATE),
+                    "--output",
+                    str(raw),
+                ],
+                check=False,
+            )
+            threads1, t1 = thread_cpu_seconds(pid), time.perf_counter_ns()
+            holder["window"] = (t0, t1)
+            holder["spy_rc"] = spy.returncode
+            holder["spy_err"] = spy.stderr.decode(errors="replace")[-2000:]
+            # threads that ended in the window are lost; the process total is exact
+            holder["cpu_by_tid"] = {t: c - threads0.get(t, 0.0) for t, c in threads1.items()}
+
+    anyio.run(run)
+    samples: list[RequestSample] = holder["samples"]
+    ok = [s for s in samples if not s.error and s.content_ns]
+    t0, t1 = holder["window"]
+    # tokens streamed inside the CPU window: content chunks received in it (one token each)
+    window_tokens = sum(1 for s in ok for t in s.content_ns if t0 <= t <= t1)
+    window_s = (t1 - t0) / 1e9
+    if holder["spy_rc"] != 0 or not raw.is_file():
+        raise RuntimeError(f"py-spy failed ({holder['spy_rc']}): {holder['spy_err']}")
+    threads = by_thread(parse_raw(raw.read_text(encoding="utf-8", errors="replace")))
+    cats, names = attribute(holder["cpu_by_tid"], threads, window_tokens)
+    cpu_s = sum(holder["cpu_by_tid"].values())
+    return {
+        "path": name,
+        "concurrency": concurrency,
+        "requests": len(samples),
+        "errors": len(samples) - len(ok),
+        "tokens_per_s": window_tokens / window_s if window_s else 0.0,
+        "cpu_s": cpu_s,
+        "window_s": window_s,
+        "cpu_per_token_us": cpu_s / window_tokens * 1e6 if window_tokens else 0.0,
+        "load_average": holder["load_average"],
+        "us_per_token_by_category": cats,
+        "us_per_token_by_thread": names,
+        "rate_hz": RATE,
+        "raw": str(raw),
+    }
+
+
+def table(result: Mapping[str, Any]) -> str:
+    """Markdown tables: µs of CPU per token by category, then by thread."""
+    total = result["cpu_per_token_us"] or 1.0
+    lines = [
+        f"**{result['path']}**, c={result['concurrency']}: {result['tokens_per_s']:.0f} tokens/s, "
+        f"{result['cpu_per_token_us']:.0f} µs CPU per token (serving process), "
+        f"load average {result['load_average']}",
+        "",
+        "| category | µs per token | share |",
+        "|---|---|---|",
+    ]
+    for cat, us in result["us_per_token_by_category"].items():
+        lines.append(f"| {cat} | {us:.0f} | {us / total * 100:.1f} % |")
+    lines += ["", "| thread | µs per token |", "|---|---|"]
+    for name, us in result["us_per_token_by_thread"].items():
+        if us >= 0.5:
+            lines.append(f"| {name} | {us:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="vllm-nnrp bench hotpath",
+        description="Profile the serving process (py-spy) under concurrent streaming load and "
+        "attribute its CPU per token to categories.",
+    )
+    p.add_argument("--vllm-version", default=None)
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--seconds", type=float, default=15.0)
+    p.add_argument("--path", choices=("nnrp", "http", "both"), default="nnrp")
+    p.add_argument("--adapter-arg", action="append", default=[])
+    p.add_argument("--out", type=Path, default=Path("artifacts/hotpath"))
+    args = p.parse_args(list(argv))
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(py_spy).is_file():
+        print(
+            "vllm-nnrp bench hotpath: py-spy is not installed (pip install py-spy)", file=sys.stderr
+        )
+        return 2
+    if args.concurrency < 1 or args.seconds < 1:
+        p.error("--concurrency and --seconds must be at least 1")
+    from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+    from vllm_nnrp_adapter.conformance import (
+        EMBEDDED_ENGINE_ARGS,
+        TINY_MODEL_NAME,
+        AdapterProcess,
+        ConformanceSetupError,
+        tiny_model,
+        vllm_python,
+    )
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        python = vllm_python(args.vllm_version or CURRENT_LINE_TESTED, build=False)
+        model_dir = tiny_model(python)
+        if args.path in ("nnrp", "both"):
+            with AdapterProcess(
+                python, model_dir, extra_args=tuple(args.adapter_arg), log_path=out / "adapter.log"
+            ) as adapter:
+                assert adapter.pid is not None
+                path = NnrpPath(adapter.address, TINY_MODEL_NAME, 1)
+                results.append(
+                    profile_one(
+                        "nnrp", adapter.pid, path, args.concurrency, args.seconds, out, py_spy
+                    )
+                )
+        if args.path in ("http", "both"):
+            with HttpServer(
+                python, model_dir, EMBEDDED_ENGINE_ARGS, out / "http-server.log"
+            ) as srv:
+                assert srv.pid is not None
+                hpath = HttpPath(srv.port, TINY_MODEL_NAME)
+                results.append(
+                    profile_one("http", srv.pid, hpath, args.concurrency, args.seconds, out, py_spy)
+                )
+    except (
+        ConformanceSetupError,
+        OSError,
+        RuntimeError,
+        ValueError,
+        subprocess.SubprocessError,
+    ) as exc:
+        print(f"vllm-nnrp bench hotpath: {exc}", file=sys.stderr)
+        return 2
+    for r in results:
+        print(table(r))
+        print()
+    doc_path = out / "hotpath.json"
+    doc_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"  wrote {doc_path}")
+    return 0
