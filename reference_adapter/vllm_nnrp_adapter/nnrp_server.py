@@ -355,6 +355,7 @@ class _SessionPump:
                                 self.pump_waiting = False
                         continue
                     self._check_deadlines(now)
+                gone_now = False
                 try:
                     # With nothing in flight there is nothing to send, so a long wait costs no
                     # latency (a submit ends it at once) and spares the CPU the ~500 empty
@@ -368,6 +369,7 @@ class _SessionPump:
                     events = ()
                     if detail_code(exc) == DETAIL_STALE_OR_GONE:
                         consecutive_gone += 1
+                        gone_now = True
                         if consecutive_gone >= _GONE_THRESHOLD:
                             self._peer_gone(
                                 f"peer gone: {status_text(exc)} on {consecutive_gone} polls in a row"
@@ -383,9 +385,15 @@ class _SessionPump:
                 # or a cancel waits behind every queued submit at one poll interval each.
                 # Not after a lone submit: its first event is imminent and a poll (>= 2 ms,
                 # notes §3) would only delay it.
-                got_event = bool(events) and (
-                    len(self.ops) > 1
-                    or any(ev.kind is not NativeServerEventKind.SUBMIT for ev in events)
+                # A dead peer answers every poll at once with 3/4/105 (notes §7): poll again at
+                # once, so _GONE_THRESHOLD of them take milliseconds, not that many poll
+                # intervals (a killed client's streams once ran on for 8.6 s on vLLM 0.22.1).
+                got_event = gone_now or (
+                    bool(events)
+                    and (
+                        len(self.ops) > 1
+                        or any(ev.kind is not NativeServerEventKind.SUBMIT for ev in events)
+                    )
                 )
                 for ev in events:
                     if self._on_event(ev, last_poll_ns):
