@@ -10,7 +10,14 @@ comes from and its rule id). Each reads only the observed events of one operatio
 * ``text.agreement``: per output index, the concatenated ``output_text.delta`` texts equal the
   final body's ``choices[index].message.content`` when the body carries one;
 * ``tool-call.identity``: one call's ``index``, ``item_id`` and ``name`` stay the same across
-  its events.
+  its events;
+* ``completion.identity``: the OpenAI chunks an operation's events carry (``openai_chunk``) name
+  one completion (the same ``id``, ``model`` and ``created``), and the final body is that
+  completion (the same ``id`` and ``model``);
+* ``finish-reason.tool-calls``: a choice that finished with ``tool_calls`` carries tool calls;
+* ``usage.max-tokens``: the completion uses no more tokens than the request's limit allows;
+* ``capability.behaviour``: the endpoint does only what its capability document says (no tool
+  calls from an operation documented without them; answers name a model the document lists).
 
 Each check is called by ``checks.judge`` like every always-on check; nothing else judges these.
 """
@@ -144,9 +151,139 @@ def check_tool_call_identity(ctx: _Ctx) -> None:
                 return
 
 
+#: what one completion's chunks must share (OpenAI chat.completion.chunk: "each chunk has the
+#: same ID", "each chunk has the same timestamp"); the final body must share the first two only:
+#: an endpoint may stamp the body it assembles at its own clock
+_CHUNK_IDENTITY = ("id", "model", "created")
+_BODY_IDENTITY = ("id", "model")
+
+
+def _chunks(ctx: _Ctx) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, ev["openai_chunk"]) for i, ev in enumerate(ctx.seq)
+            if isinstance(ev, dict) and isinstance(ev.get("openai_chunk"), dict)]
+
+
+def check_completion_identity(ctx: _Ctx) -> None:
+    chunks = _chunks(ctx)
+    if not chunks:
+        return  # openai_chunk is optional (§4): nothing to compare
+    spec = (f"{_SPEC} §4 openai_chunk (the raw chunks of one completion); OpenAI "
+            "chat.completion.chunk: every chunk has the same id and created")
+    at, ref = chunks[0]
+    for i, chunk in chunks[1:]:
+        for key in _CHUNK_IDENTITY:
+            if key in chunk and key in ref and chunk[key] != ref[key]:
+                ctx.fail("completion.identity", f"openai_chunk {key} {chunk[key]!r} differs "
+                         f"from {ref[key]!r} on the operation's first chunk (event #{at}) — "
+                         f"event #{i}", index=i, expected=ref[key], seen=chunk[key], spec=spec)
+                return
+    body = _final_body(ctx)
+    for key in _BODY_IDENTITY if body else ():
+        if key in body and key in ref and body[key] != ref[key]:
+            ctx.fail("completion.identity", f"the completion body's {key} {body[key]!r} is "
+                     f"not the streamed chunks' {ref[key]!r} (one completion, one {key})",
+                     index=ctx.obs.terminal_index, expected=ref[key], seen=body[key],
+                     spec=spec)
+            return
+
+
+def check_finish_reason_tool_calls(ctx: _Ctx) -> None:
+    body = _final_body(ctx)
+    for choice in (body.get("choices") or ()) if body else ():
+        if not isinstance(choice, dict) or choice.get("finish_reason") != "tool_calls":
+            continue
+        message = choice.get("message")
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not (isinstance(calls, list) and calls):
+            # the converse does not hold: with a forced tool_choice OpenAI and vLLM finish
+            # with "stop" and carry the call
+            ctx.fail("finish-reason.tool-calls", f"choice {choice.get('index')!r} finished "
+                     f"with 'tool_calls' but its message carries no tool_calls: "
+                     f"{_show(message)}", index=ctx.obs.terminal_index,
+                     expected="a non-empty message.tool_calls", seen=calls,
+                     spec="OpenAI chat completion: finish_reason 'tool_calls' if the model "
+                     "called a tool")
+            return
+
+
+def _token_limit(request: dict[str, Any]) -> int | None:
+    """The request's completion-token limit for all its choices, or None when it sets none.
+    ``max_completion_tokens`` supersedes the deprecated ``max_tokens`` (OpenAI, and vLLM's
+    ``max_completion_tokens or max_tokens``); the limit is per choice."""
+    limit = request.get("max_completion_tokens")
+    if not (_int(limit) and limit > 0):
+        limit = request.get("max_tokens")
+    if not (_int(limit) and limit > 0):
+        return None
+    n = request.get("n", 1)
+    return limit * n if _int(n) and n >= 1 else None
+
+
+def check_usage_max_tokens(ctx: _Ctx) -> None:
+    # Only the bound: a choice may end with "length" under the limit (vLLM clamps the limit to
+    # the model's remaining context), and with "stop" at it (an end-of-text as last token).
+    limit = _token_limit(ctx.body)
+    if limit is None:
+        return
+    body = _final_body(ctx)
+    counts = [(ev.get("usage") or {}).get("output_tokens", None) for ev in ctx.obs.events
+              if _type(ev) == contract.EV_USAGE and isinstance(ev.get("usage"), dict)]
+    if body and isinstance(body.get("usage"), dict):
+        counts.append(body["usage"].get("completion_tokens"))
+    for count in counts:
+        if _int(count) and count > limit:
+            ctx.fail("usage.max-tokens", f"the completion used {count} tokens, over the "
+                     f"request's limit of {limit} (max_completion_tokens / max_tokens × n)",
+                     index=ctx.obs.terminal_index, expected=f"<= {limit}", seen=count,
+                     spec="OpenAI chat completion: max_completion_tokens (max_tokens) is an "
+                     "upper bound for the tokens generated")
+            return
+
+
+def _doc_operation(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for op in doc.get("operations") or ():
+        if isinstance(op, dict) and op.get("name") == name:
+            return op
+    return None
+
+
+def check_capability_behaviour(ctx: _Ctx) -> None:
+    doc = ctx.capability_document
+    if not isinstance(doc, dict):
+        return  # no document to hold the endpoint to (capability.* judges its absence)
+    spec = (f"{_SPEC} §6: the capability document is the source of truth for selection and "
+            "SDK feature probes")
+    entry = _doc_operation(doc, ctx.case.operation)
+    if entry is not None and entry.get("tool_calls") is False:
+        for i, ev in enumerate(ctx.seq):
+            if _type(ev) in contract.TOOL_CALL_EVENT_TYPES:
+                ctx.fail("capability.behaviour", f"{ctx.case.operation} streamed a tool call "
+                         f"though the capability document says tool_calls: false — event "
+                         f"#{i}: {_show(ev)}", index=i, expected="no tool-call events",
+                         seen=_type(ev), spec=spec)
+                return
+    models = {m.get("id") for m in doc.get("models") or ()
+              if isinstance(m, dict) and isinstance(m.get("id"), str)}
+    if not models or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+        return
+    body = _final_body(ctx)
+    named = [(ctx.obs.terminal_index, body.get("model"))] if body else []
+    named += [(i, chunk.get("model")) for i, chunk in _chunks(ctx)]
+    for i, model in named:
+        if isinstance(model, str) and model not in models:
+            ctx.fail("capability.behaviour", f"the answer names model {model!r}, which the "
+                     f"capability document does not list ({sorted(models)})", index=i,
+                     expected=sorted(models), seen=model, spec=spec)
+            return
+
+
 RELATION_CHECKS = (
     check_usage_arithmetic,
     check_usage_agreement,
     check_text_agreement,
     check_tool_call_identity,
+    check_completion_identity,
+    check_finish_reason_tool_calls,
+    check_usage_max_tokens,
+    check_capability_behaviour,
 )

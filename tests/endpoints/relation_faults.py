@@ -50,12 +50,54 @@ def _tool_call_identity(ev: dict[str, Any]) -> None:
         ev["item_id"] = f"{ev['item_id']}-moved"
 
 
+def _completion_identity(ev: dict[str, Any]) -> None:
+    # every text delta carries its "raw chunk"; the chunks agree with each other, but name
+    # another completion than the final body
+    if ev.get("type") == "response.output_text.delta":
+        ev["openai_chunk"] = {
+            "id": "chatcmpl-replayed", "object": "chat.completion.chunk", "created": 1,
+            "choices": [{"index": ev["index"], "delta": {"content": ev["delta"]},
+                         "finish_reason": None}],
+        }
+
+
+def _finish_reason_tool_calls(ev: dict[str, Any]) -> None:
+    # a text answer that says it finished by calling a tool
+    body = ev.get("body") if ev.get("type") == "response.completed" else None
+    for choice in (body or {}).get("choices") or ():
+        if isinstance((choice.get("message") or {}).get("content"), str):
+            choice["finish_reason"] = "tool_calls"
+
+
+def _max_tokens(ev: dict[str, Any]) -> None:
+    # one completion token more than generated (the endpoint generates max_tokens when set),
+    # in both usages, totals and the two usages still consistent
+    if ev.get("type") == "response.usage":
+        ev["usage"]["output_tokens"] += 1
+        ev["usage"]["total_tokens"] += 1
+    body = ev.get("body") if ev.get("type") == "response.completed" else None
+    if isinstance(body, dict) and isinstance(body.get("usage"), dict):
+        body["usage"]["completion_tokens"] += 1
+        body["usage"]["total_tokens"] += 1
+
+
+def _capability_behaviour(ev: dict[str, Any]) -> None:
+    # answers name a model the endpoint's capability document does not list
+    body = ev.get("body") if ev.get("type") == "response.completed" else None
+    if isinstance(body, dict) and body.get("object") == "chat.completion":
+        body["model"] = f"{body['model']}-2026-12-04"
+
+
 #: fault -> (how it corrupts one event in place, the one rule that must catch it)
 FAULTS = {
     "usage-arithmetic": (_usage_arithmetic, "usage.arithmetic"),
     "usage-agreement": (_usage_agreement, "usage.agreement"),
     "text-agreement": (_text_agreement, "text.agreement"),
     "tool-call-identity": (_tool_call_identity, "tool-call.identity"),
+    "completion-identity": (_completion_identity, "completion.identity"),
+    "finish-reason-tool-calls": (_finish_reason_tool_calls, "finish-reason.tool-calls"),
+    "max-tokens": (_max_tokens, "usage.max-tokens"),
+    "capability-behaviour": (_capability_behaviour, "capability.behaviour"),
 }
 
 
