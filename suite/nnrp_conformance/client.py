@@ -211,7 +211,9 @@ class Operation:
         if self.cancel_sent_at_ns is not None:
             return self.cancel_sent_at_ns
         fut = self._client._command("cancel", self)
-        await self._client._await(fut, 5.0, f"cancel of operation {self.operation_id}")
+        await self._client._await(
+            fut, self._client.command_timeout, f"cancel of operation {self.operation_id}"
+        )
         assert self.cancel_sent_at_ns is not None
         return self.cancel_sent_at_ns
 
@@ -315,6 +317,9 @@ class NnrpClient:
         self.default_timeout: float | None = 30.0
         self.max_events = 100_000
         self.cancel_grace = 2.0
+        # how long a submit or cancel may wait for this client's own pump to put it on the
+        # wire (a local bound: nothing the endpoint does is judged by it)
+        self.command_timeout = 10.0
         self.stale_errors = 0
         # frames the endpoint sent on this session, and the last one: (message type, ns)
         self.frames_received = 0
@@ -330,10 +335,15 @@ class NnrpClient:
         connect_timeout: float = 10.0,
         default_timeout: float | None = 30.0,
         max_events: int = 100_000,
+        command_timeout: float = 10.0,
     ) -> NnrpClient:
-        """Connect to ``host:port``, ``[::1]:port`` or a scheme URL and open one session."""
+        """Connect to ``host:port``, ``[::1]:port`` or a scheme URL and open one session.
+
+        ``command_timeout`` bounds how long a submit or a cancel waits for the client's own
+        pump thread to send it (raised where the machine itself can stall for seconds)."""
         self = cls()
         self.target = target
+        self.command_timeout = command_timeout
         self.default_timeout = default_timeout
         self.max_events = max_events
         endpoint = parse_address(target)
@@ -354,9 +364,11 @@ class NnrpClient:
             # The caller timed out and went on: close it here, on this (blocking) thread.
             lifetime.close_blocking(held)
 
+        phase = "the connection (transport and handshake) was not established"
         try:
             with anyio.fail_after(connect_timeout):
                 await anyio.to_thread.run_sync(enter, abandon_on_cancel=True)
+                phase = "the connection was established, the session open was not answered"
                 self._session = await self._conn.open_session(
                     NativeClientSessionOptions(profile_id=contract.WIRE_SESSION_PROFILE_ID)
                 )
@@ -365,7 +377,7 @@ class NnrpClient:
                 gave_up.set()
             await self._drop_connection()
             raise NnrpClientError(
-                f"connect to {target}: no session within {connect_timeout}s"
+                f"connect to {target}: no session within {connect_timeout}s ({phase})"
             ) from None
         except NativeRuntimeError as exc:
             await self._drop_connection()
@@ -477,7 +489,7 @@ class NnrpClient:
             return op
         fut = self._command("submit", (op, request))
         try:
-            await self._await(fut, 10.0, f"submit of operation {ident}")
+            await self._await(fut, self.command_timeout, f"submit of operation {ident}")
         except NnrpClientError:
             self._unregister(op)
             raise

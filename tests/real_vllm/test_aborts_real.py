@@ -10,6 +10,10 @@ the engine's count reaching 0 (printed; the bound asserted, ``ABORT_BOUND_S``, i
 the time the generation still needed, which the test also measures and checks, so a missing
 abort fails rather than passing late).
 
+Latencies are judged on the time the machine ran: on the CI machine class the whole VM stops
+for seconds at a time while vLLM's worker runs flat out (``stalls.py``); a stall inside a
+measured window is subtracted and printed beside the raw figure.
+
 The engine's count is asked from outside, through the discovery operation's diagnostics
 (``engine.unfinished_requests``, vLLM's output processor); the engine-core process's own CPU
 time (``/proc``) shows that the engine itself stopped generating.
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from stalls import StallWatch
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
@@ -42,6 +47,9 @@ MAX_TOKENS = 30000
 ABORT_BOUND_S = 3.0  # asserted; the target (<= 1 s) is what the printed figures are read against
 STORM_SECONDS = float(os.environ.get("NNRP_STORM_SECONDS", "60"))
 FIGURES: dict[str, list[float]] = {}
+STALLS = StallWatch()
+STALLED: list[str] = []  # measured windows that contained a machine stall (printed)
+LOCAL_BOUND_S = 60.0  # the storm clients' own connect / command bounds (see the storm test)
 
 
 @pytest.fixture
@@ -63,15 +71,20 @@ def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ig
         max_position_embeddings=LONG_CONTEXT,
     )
     log_path = tmp_path_factory.mktemp(f"aborts-{vllm_env['version']}") / "adapter.log"
+    if not STALLS._thread.is_alive() and not STALLS._stop.is_set():
+        STALLS.start()
     with AdapterProcess(vllm_env["python"], model, long_engine_args(), log_path=log_path) as proc:
         yield proc
     version = vllm_env["version"]
-    lines = [f"abort latency on vLLM {version} (cause -> engine count 0), seconds:"]
+    lines = [f"abort latency on vLLM {version} (cause -> engine count 0, machine stalls "
+             f"excluded), seconds:"]
     for cause, values in sorted(FIGURES.items()):
         if cause.startswith(version):
             values = sorted(values)
             lines.append(f"  {cause}: n={len(values)} median={values[len(values) // 2]:.3f} "
                          f"max={values[-1]:.3f}")
+    lines.append(f"  this process saw {STALLS.summary()}")
+    lines.extend(f"  {note}" for note in STALLED)
     print("\n" + "\n".join(lines))
 
 
@@ -96,11 +109,17 @@ async def engine_count(client: NnrpClient) -> int:
 
 
 async def seconds_to_count(client: NnrpClient, want: int, since: float, limit: float = 20.0) -> float:
-    """Poll the engine's count until it is ``want``; seconds since ``since`` (inf: never)."""
+    """Poll the engine's count until it is ``want``; seconds since ``since`` that the machine
+    ran (stalls excluded, ``stalls.py``), inf when it never got there."""
     with anyio.move_on_after(limit):
         while await engine_count(client) != want:
             await anyio.sleep(0.02)
-        return time.monotonic() - since
+        now = time.monotonic()
+        stalled = STALLS.stalled_between(since, now)
+        if stalled:
+            STALLED.append(f"a window of {now - since:.2f} s held a machine stall of "
+                           f"{stalled:.2f} s; judged on {now - since - stalled:.2f} s")
+        return now - since - stalled
     return float("inf")
 
 
@@ -246,16 +265,16 @@ async def test_killed_client_is_noticed_aborted_and_others_undisturbed(adapter, 
         assert not [f for f in mine.wire_findings if f["rule"].startswith("wire.")]
 
 
-@pytest.mark.skipif(
-    os.environ.get("NNRP_RUN_STORM") != "1",
-    reason="run by hand (NNRP_RUN_STORM=1): on vLLM 0.22.1 the 16 clients of this one process "
-    "sometimes stall (a connect with no session within 10 s, a cancel not run within 5 s), an "
-    "open finding of the reliability issue; on 0.18.1 and in earlier 0.22.1 runs it passed",
-)
 async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     """16 concurrent streams for STORM_SECONDS: random cancels after random numbers of events,
     random disconnects (a client closed with its streams in flight); every operation ends
-    exactly once, no event arrives after a terminal, and the engine holds nothing at the end."""
+    exactly once, no event arrives after a terminal, and the engine holds nothing at the end.
+
+    The clients' own local bounds (connect, and a submit or cancel reaching the wire) are a
+    minute: 16 clients in one process share the machine with a flat-out engine, and the whole
+    machine stops for up to ~25 s at times (``stalls.py``); with 5-10 s bounds such a stall
+    once failed this test on vLLM 0.22.1 as "no session" or "cancel not run" although neither
+    side was at fault. The properties judged are the adapter's."""
     rng = random.Random(16)
     deadline = time.monotonic() + STORM_SECONDS
     tally = {"ops": 0, "cancelled": 0, "disconnected": 0, "after_terminal": 0, "other": 0,
@@ -269,7 +288,8 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
 
     async def lane(n: int) -> None:
         while time.monotonic() < deadline:
-            client = await NnrpClient.connect(adapter.address)
+            client = await NnrpClient.connect(adapter.address, connect_timeout=LOCAL_BOUND_S,
+                                              command_timeout=LOCAL_BOUND_S)
             try:
                 for _ in range(rng.randint(1, 4)):
                     if time.monotonic() >= deadline:
@@ -290,11 +310,11 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
                             try:
                                 await op.cancel()
                             except NnrpClientError as exc:
-                                # our client's pump did not run the cancel in time (seen once on
-                                # 0.22.1 with 16 flat-out sessions in this one process): evidence
-                                # about the suite client, printed; the adapter side is still
-                                # judged, since the client is then closed with the stream in
-                                # flight (a disconnect) and the engine must end up empty
+                                # our client's pump did not run the cancel within a minute:
+                                # evidence about the suite client, printed; the adapter side
+                                # is still judged, since the client is then closed with the
+                                # stream in flight (a disconnect) and the engine must end up
+                                # empty
                                 stalled = True
                                 tally["client_stalled"] += 1
                                 stalls.append(f"op {op.operation_id}: {exc}")
@@ -320,7 +340,8 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
             tg.start_soon(lane, n)
     async with await NnrpClient.connect(adapter.address) as observer:
         leftover = await seconds_to_count(observer, 0, time.monotonic())
-    print(f"\ncancel storm on vLLM {vllm_env['version']}: {tally}; engine empty after {leftover:.3f} s")
+    print(f"\ncancel storm on vLLM {vllm_env['version']}: {tally}; engine empty after {leftover:.3f} s"
+          f" (machine stalls excluded; {STALLS.summary()})")
     print("\n".join(anomalies + [f"suite client stalled: {s}" for s in stalls]))
     assert tally["after_terminal"] == 0 and tally["other"] == 0, anomalies
     assert tally["ops"] >= 16 and tally["cancelled"] > 0 and tally["disconnected"] > 0, tally
