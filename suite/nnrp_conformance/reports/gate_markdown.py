@@ -67,7 +67,8 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
                 )
             for r in b.get("ratios", []):
                 lines.append(f"| {b['name']} | {_cell(b.get('vllm') or '—')} | "
-                             f"ratio `{r['name']}` | — | {_num(r['value'])} | | | |")
+                             f"ratio `{r['name']}` | `{r['numerator']}` / "
+                             f"`{r['denominator']}` | {_num(r['value'])} | | | |")
         missed = _gate(report, "benchmark_baseline").get("details", {}).get("targets_missed")
         if missed:
             lines += ["", "**Performance targets missed** (shown, not gating):", ""]
