@@ -23,6 +23,8 @@ from typing import Any
 
 from rich.console import Console
 
+from nnrp_conformance.gate.evidence import ADAPTER_LOG
+
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from .conformance import (
     REPO_ROOT,
@@ -68,6 +70,12 @@ def _bench(python: str, name: str, args: Sequence[str]) -> int:
     return subprocess.call([python, "-m", "vllm_nnrp_adapter.cli", "bench", name, *args])
 
 
+def suite_adapter_log(vdir: Path) -> Path:
+    """The log of the adapter the suite and the latency benchmarks ran against; the parity
+    benchmark's own adapter logs elsewhere (``benchmark.parity.log_paths``)."""
+    return vdir / ADAPTER_LOG
+
+
 def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Step) -> None:
     vdir = out / f"vllm-{version}"
     (vdir / "bench").mkdir(parents=True, exist_ok=True)
@@ -77,7 +85,7 @@ def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Ste
     model = step(f"tiny model for vLLM {version}", lambda: tiny_model(python))
     if not isinstance(model, Path):
         return
-    adapter = AdapterProcess(python, model, log_path=vdir / "adapter.log")
+    adapter = AdapterProcess(python, model, log_path=suite_adapter_log(vdir))
     started = step(f"start the adapter on vLLM {version}", lambda: adapter.start() and None)
     if isinstance(started, Exception):
         return

@@ -534,3 +534,122 @@ def test_missed_performance_target_is_shown_not_gating(tree: dict[str, Path]) ->
     assert bench.passed, bench
     missed = bench.details["targets_missed"]
     assert len(missed) == 1 and missed[0].endswith("target.c8.tokens_per_s_ratio_ge_0.97")
+
+
+# --- portability: reports carry paths relative to the evidence folder, and link its files ---
+
+
+def _gate_cli(tree: dict[str, Path], evidence: Path | str, *extra: str) -> int:
+    return cli_main(["gate", "--evidence", str(evidence), "--readme", str(tree["readme"]),
+                     "--recipes", str(tree["recipes"]), *extra])
+
+
+def _add_run_files(tree: dict[str, Path]) -> None:
+    """The reports and logs a release run leaves beside the JSON (the gate only links them);
+    the lower bound has no parity run, so no HTTP server or parity log."""
+    for version in (LOWER, CURRENT):
+        d = _version_dir(tree, version)
+        for name in ("report.html", "report.md", "adapter.log"):
+            (d / name).write_text(name, encoding="utf-8")
+    d = _version_dir(tree, CURRENT)
+    for name in ("http-server.log", "bench/parity-adapter.log", "bench/parity-http-server.log"):
+        (d / name).write_text(name, encoding="utf-8")
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["passing", "failing"])
+def test_reports_carry_no_absolute_path(tree: dict[str, Path], broken: bool,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failures name files too: with every condition broken, still no machine path."""
+    _add_run_files(tree)
+    if broken:
+        for mutate in (manifest_no_streaming, no_smoke_lower, invalid_bench_json,
+                       failed_mandatory, readme_missing_extra, pyproject_disagrees):
+            mutate(tree)
+    elsewhere = tree["root"] / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert _gate_cli(tree, tree["evidence"]) == (1 if broken else 0)
+    roots = {str(tree["root"]), str(tree["root"].resolve()), tree["root"].name}
+    for name in (REPORT_JSON, REPORT_MARKDOWN, REPORT_HTML):
+        text = (tree["evidence"] / name).read_text(encoding="utf-8")
+        assert not [r for r in roots if r in text], name
+    report = _load(tree["evidence"] / REPORT_JSON)
+    paths = [f["path"] for f in report["files"]]
+    paths += [b["file"] for b in next(g for g in report["gates"] if g["name"] ==
+                                      contract.GATE_BENCHMARK_BASELINE)["details"]["benchmarks"]]
+    paths += [e for g in report["gates"] for e in g["evidence"]]
+    assert paths and not [p for p in paths if p.startswith("/")]
+    assert report["environment"]["evidence_dir"] == "."
+    assert f"vllm-{CURRENT}/case-results.json" in paths
+    assert "../README.md" in paths  # outside the folder: reached with ../
+    if broken:
+        failures = [f for g in report["gates"] for f in g.get("details", {}).get("failures", [])]
+        assert f"vLLM {LOWER} smoke: vllm-{LOWER}/smoke.json: missing" in failures
+        assert any(f.startswith("schema-invalid benchmark: bench/extra.json:") for f in failures)
+
+
+def test_gate_reads_a_clone_from_any_working_directory(
+        tree: dict[str, Path], tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same evidence at another path, the gate run from elsewhere with a relative
+    --evidence: the same verdict and the same report, word for word."""
+    _add_run_files(tree)
+    monkeypatch.chdir(tree["root"])
+    assert _gate_cli(tree, "evidence") == 0
+    first = _load(tree["evidence"] / REPORT_JSON)
+    clone = tmp_path_factory.mktemp("clone") / "repo"
+    shutil.copytree(tree["root"], clone)
+    (clone / "cwd").mkdir()
+    monkeypatch.chdir(clone / "cwd")
+    code = cli_main(["gate", "--evidence", "../evidence", "--readme", "../README.md",
+                     "--recipes", "../recipes"])
+    assert code == 0
+    second = _load(clone / "evidence" / REPORT_JSON)
+    for doc in (first, second):
+        doc.pop("generated_at")
+    assert second == first
+
+
+def _hrefs(html: str) -> list[str]:
+    import re
+
+    return re.findall(r'<a href="([^"]+)"', html)
+
+
+def test_html_links_each_version_report_log_and_benchmark(tree: dict[str, Path]) -> None:
+    _add_run_files(tree)
+    assert _gate_cli(tree, tree["evidence"]) == 0
+    hrefs = _hrefs((tree["evidence"] / REPORT_HTML).read_text(encoding="utf-8"))
+    for version in (LOWER, CURRENT):
+        for name in ("report.html", "report.md", "case-results.json", "adapter.log",
+                     "bench/streaming-latency.json", "bench/cancellation-latency.json"):
+            assert f"vllm-{version}/{name}" in hrefs, name
+    for name in ("http-server.log", "bench/parity-adapter.log", "bench/parity-http-server.log",
+                 "bench/parity.json"):
+        assert f"vllm-{CURRENT}/{name}" in hrefs
+        # the lower bound had no parity run: absent optional files are not linked
+        assert f"vllm-{LOWER}/{name}" not in hrefs or name == "bench/parity.json"
+    assert "bench/wire.json" in hrefs and "bench/mapper.json" in hrefs
+    assert all((tree["evidence"] / h).is_file() for h in hrefs)
+
+
+def test_links_hold_when_the_reports_are_written_elsewhere(tree: dict[str, Path]) -> None:
+    _add_run_files(tree)
+    out = tree["root"] / "site" / "gate"
+    assert _gate_cli(tree, tree["evidence"], "--out", str(out)) == 0
+    report = _load(out / REPORT_JSON)
+    assert report["environment"]["evidence_dir"] == "../../evidence"
+    hrefs = _hrefs((out / REPORT_HTML).read_text(encoding="utf-8"))
+    markdown = (out / REPORT_MARKDOWN).read_text(encoding="utf-8")
+    assert f"../../evidence/vllm-{CURRENT}/adapter.log" in hrefs
+    assert f"(../../evidence/vllm-{CURRENT}/report.html)" in markdown
+    assert hrefs and all((out / h).resolve().is_file() for h in hrefs)
+
+
+def test_an_older_evidence_folder_without_logs_still_gates(tree: dict[str, Path]) -> None:
+    """No report or log beside the JSON (evidence from before they were linked): the gate
+    judges as before and links only what is there."""
+    assert _gate_cli(tree, tree["evidence"]) == 0
+    hrefs = _hrefs((tree["evidence"] / REPORT_HTML).read_text(encoding="utf-8"))
+    assert not [h for h in hrefs if h.endswith(".log") or "report." in h]
+    assert all((tree["evidence"] / h).is_file() for h in hrefs)

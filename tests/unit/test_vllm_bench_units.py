@@ -474,3 +474,18 @@ def test_http_client_turns_a_stalled_response_into_one_failed_sample() -> None:
 
     sample = asyncio.run(run())
     assert sample.error is not None and "timed out after 0.3 s" in sample.error
+
+
+def test_parity_logs_never_overwrite_the_suite_runs_adapter_log(tmp_path) -> None:
+    """A release writes the suite run and the parity run into one ``vllm-<version>/``: each
+    adapter log must stay beside the run it belongs to, and the gate must link both."""
+    from nnrp_conformance.gate.evidence import VERSION_FILES
+    from vllm_nnrp_adapter.release import suite_adapter_log
+
+    vdir = tmp_path / "vllm-0.22.1"
+    suite_log = suite_adapter_log(vdir)
+    parity_adapter, parity_http = parity.log_paths(vdir)
+    assert len({suite_log, parity_adapter, parity_http}) == 3
+    for path in (suite_log, parity_adapter, parity_http):
+        assert path.is_relative_to(vdir)
+        assert path.relative_to(vdir).as_posix() in VERSION_FILES

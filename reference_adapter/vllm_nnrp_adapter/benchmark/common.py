@@ -35,6 +35,7 @@ __all__ = [
     "percentile",
     "print_results",
     "ratio",
+    "ratio_of",
     "results_document",
     "versions_info",
     "write_results",
@@ -169,6 +170,19 @@ def ratio(
     if description:
         out["description"] = description
     return out
+
+
+def ratio_of(
+    medians: Mapping[str, float],
+    name: str,
+    numerator: str,
+    denominator: str,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """The ratio of two metrics' medians, computed from the very names its label shows, so
+    the recorded ``numerator / denominator`` and the value cannot disagree."""
+    return ratio(name, numerator, denominator, medians[numerator] / medians[denominator],
+                 description)
 
 
 def results_document(

@@ -35,6 +35,7 @@ from rich.table import Table
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
+from nnrp_conformance.gate.evidence import PARITY_ADAPTER_LOG, PARITY_HTTP_SERVER_LOG
 from nnrp_conformance.gate.requirements import BENCH_PARITY
 
 from .common import (
@@ -683,13 +684,14 @@ def main(argv: Sequence[str]) -> int:
             f"==> vLLM {version}: starting both servers (long prompt {long_tokens} tokens)",
             flush=True,
         )
+        adapter_log, http_log = log_paths(out)
         with (
-            HttpServer(python, model_dir, EMBEDDED_ENGINE_ARGS, out / "http-server.log") as srv,
+            HttpServer(python, model_dir, EMBEDDED_ENGINE_ARGS, http_log) as srv,
             AdapterProcess(
                 python,
                 model_dir,
                 extra_args=tuple(args.adapter_arg),
-                log_path=out / "adapter.log",
+                log_path=adapter_log,
             ) as adapter,
         ):
             parameters["http_start_s"] = round(srv.started_in_s or 0.0, 2)
@@ -741,6 +743,14 @@ def main(argv: Sequence[str]) -> int:
     print_summary(doc, console)
     print(f"  wrote {path}")
     return 0
+
+
+def log_paths(out: Path) -> tuple[Path, Path]:
+    """(adapter log, HTTP server log) of this benchmark's own servers in the folder ``out``.
+
+    A release writes the parity run into the same ``vllm-<version>/`` folder as the suite
+    run, whose adapter log must stay the one of the adapter the suite judged."""
+    return out / PARITY_ADAPTER_LOG, out / PARITY_HTTP_SERVER_LOG
 
 
 async def _measure_both(

@@ -431,39 +431,42 @@ _METRICS = (
 PREFIXES = {"ours": "wire", "floor": "floor", "naive": "naive"}
 
 
+def wire_ratios(medians: dict[str, float]) -> list[dict[str, Any]]:
+    """Each column against ours, from the metric medians present, oriented so higher is
+    worse for ``*.over_floor`` ("cost ×": 1.0 is the SDK floor, 2.0 half its speed) and
+    better for ``*.speedup`` (ours over naive): a rate (1/s) is the other way up from a time or
+    a CPU cost, so its numerator and denominator swap."""
+    from .common import ratio_of
+
+    out = []
+    for suffix, unit, _, _ in _METRICS:
+        ours, floor = f"wire.{suffix}", f"floor.{suffix}"
+        if ours in medians and floor in medians:
+            num, den = (floor, ours) if unit == "1/s" else (ours, floor)
+            out.append(ratio_of(medians, f"{suffix}.over_floor", num, den))
+    for suffix, unit, _, _ in _METRICS:
+        ours, naive = f"wire.{suffix}", f"naive.{suffix}"
+        if ours in medians and naive in medians:
+            num, den = (ours, naive) if unit == "1/s" else (naive, ours)
+            out.append(ratio_of(medians, f"{suffix}.speedup", num, den))
+    return out
+
+
 def results_document(results: dict[str, Any]) -> dict[str, Any]:
     """Both columns as one ``benchmark-results`` document (the gate's ``wire`` baseline)."""
     from nnrp_conformance.gate.requirements import BENCH_WIRE
 
-    from .common import metric, ratio
+    from .common import metric
     from .common import results_document as build
 
-    metrics, ratios = [], []
+    metrics = []
     for kind, prefix in PREFIXES.items():
         if kind not in results:
             continue
         samples = results[kind]["samples"]
         for suffix, unit, key, doc in _METRICS:
             metrics.append(metric(f"{prefix}.{suffix}", unit, samples[key], description=doc))
-    by = {m["name"]: m["median"] for m in metrics}
-    if "ours" in results and "floor" in results:
-        for suffix, unit, _, _ in _METRICS:
-            ours, floor = by[f"wire.{suffix}"], by[f"floor.{suffix}"]
-            # "cost ×" against the SDK's floor: 1.0 is the floor itself, higher is slower
-            value = floor / ours if unit == "1/s" else ours / floor
-            ratios.append(ratio(f"{suffix}.over_floor", f"wire.{suffix}", f"floor.{suffix}", value))
-    if "ours" in results and "naive" in results:
-        for suffix, unit, _, _ in _METRICS:
-            ours, naive = by[f"wire.{suffix}"], by[f"naive.{suffix}"]
-            # "better ×": throughput ours/naive, latency naive/ours
-            if unit == "1/s":
-                ratios.append(
-                    ratio(f"{suffix}.speedup", f"wire.{suffix}", f"naive.{suffix}", ours / naive)
-                )
-            else:
-                ratios.append(
-                    ratio(f"{suffix}.speedup", f"naive.{suffix}", f"wire.{suffix}", naive / ours)
-                )
+    ratios = wire_ratios({m["name"]: m["median"] for m in metrics})
     return build(
         BENCH_WIRE,
         metrics,

@@ -88,7 +88,8 @@ def main(args: argparse.Namespace) -> int:
         requirements = Requirements(declared_line=args.vllm_line, lower_bound=args.lower_bound,
                                     current_line=args.current_line)
         result = run_gate(args.evidence, readme=args.readme, manifest=args.manifest,
-                          recipes=args.recipes, requirements=requirements)
+                          recipes=args.recipes, requirements=requirements,
+                          report_dir=args.out or args.evidence)
     except (EvidenceError, RequirementsError) as exc:
         err.print(f"nnrp-conformance gate: error: {exc}", markup=False)
         return EXIT_USAGE

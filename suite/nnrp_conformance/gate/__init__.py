@@ -22,7 +22,10 @@ Evidence layout (``DIR``)::
                                     cancellation-latency, parity), ``versions.vllm`` = version
 
 Benchmark documents are found by their ``name`` (file names are free); the required names
-and metrics are :data:`nnrp_conformance.gate.requirements.BENCHMARKS`.
+and metrics are :data:`nnrp_conformance.gate.requirements.BENCHMARKS`. The reports and logs a
+release run writes beside them (:data:`nnrp_conformance.gate.evidence.VERSION_FILES`, listed
+in docs/benchmarks.md) are judged by nothing: the reports link each one present. Every path in
+the reports is relative to ``DIR``.
 
 The five conditions:
 
@@ -58,7 +61,13 @@ from typing import Any
 
 from nnrp_conformance import contract, validation
 from nnrp_conformance.gate.conditions import GateInputs, GateVerdict, gated_versions, judge_all
-from nnrp_conformance.gate.evidence import MANIFEST_FILE, EvidenceError, load_evidence
+from nnrp_conformance.gate.evidence import (
+    MANIFEST_FILE,
+    EvidenceError,
+    evidence_files,
+    load_evidence,
+    relative_to_evidence,
+)
 from nnrp_conformance.gate.requirements import Requirements
 from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.recipes import RecipeError, load_recipes
@@ -104,7 +113,7 @@ def _dist_version(name: str) -> str:
         return "not installed"
 
 
-def _environment(inputs: GateInputs) -> dict[str, Any]:
+def _environment(inputs: GateInputs, report_dir: Path) -> dict[str, Any]:
     lower, current = gated_versions(inputs.evidence, inputs.requirements)
     env: dict[str, Any] = {
         "python": platform.python_version(),
@@ -114,7 +123,8 @@ def _environment(inputs: GateInputs) -> dict[str, Any]:
         "vllm": ", ".join(v for v in (lower, current) if v) or None,
         "adapter": inputs.manifest.adapter if inputs.manifest else None,
         "declared_vllm_line": inputs.requirements.declared_line,
-        "evidence_dir": str(inputs.evidence.root),
+        # where the evidence folder is from the report; every path inside is relative to it
+        "evidence_dir": relative_to_evidence(inputs.evidence.root, report_dir),
     }
     for _, doc in inputs.evidence.all_benchmarks():
         if doc.ok:
@@ -155,12 +165,13 @@ def _inputs(evidence_dir: Path, readme: Path, manifest: Path | None, recipes: Pa
     loaded = None
     problem = None
     if manifest is None and not manifest_path.is_file():
-        problem = f"{manifest_path} is missing (record it there or pass --manifest)"
+        problem = f"{ev.rel(manifest_path)} is missing (record it there or pass --manifest)"
     else:
         try:
             loaded = load_manifest(manifest_path)
         except ManifestError as exc:
-            problem = str(exc)
+            # the manifest's own error names the path as given; the report names it portably
+            problem = str(exc).replace(str(manifest_path), ev.rel(manifest_path))
     recipe_list = None
     recipes_problem = None
     try:
@@ -176,8 +187,13 @@ def _inputs(evidence_dir: Path, readme: Path, manifest: Path | None, recipes: Pa
 def run_gate(evidence_dir: Path, *, readme: Path = Path("README.md"),
              manifest: Path | None = None, recipes: Path | None = None,
              requirements: Requirements | None = None,
-             now: datetime | None = None) -> GateResult:
-    """Judge ``evidence_dir``; the report is schema-valid (``release-gate-report``)."""
+             now: datetime | None = None, report_dir: Path | None = None) -> GateResult:
+    """Judge ``evidence_dir``; the report is schema-valid (``release-gate-report``).
+
+    Every path in the report is relative to the evidence folder, and
+    ``environment.evidence_dir`` is that folder relative to ``report_dir`` (where the reports
+    are written; default the evidence folder itself, i.e. ``.``), so the reports and their
+    links hold in any clone and from any working directory."""
     inputs = _inputs(Path(evidence_dir), Path(readme), manifest, recipes,
                      requirements or Requirements())
     verdicts = judge_all(inputs)
@@ -189,8 +205,9 @@ def run_gate(evidence_dir: Path, *, readme: Path = Path("README.md"),
         "generated_at": stamp,
         "passed": all(v.passed for v in verdicts),
         "gates": [v.to_json() for v in verdicts],
-        "environment": _environment(inputs),
+        "environment": _environment(inputs, Path(report_dir or evidence_dir)),
         "recipes": _recipe_rows(verdicts),
+        "files": evidence_files(inputs.evidence),
     }
     validation.check("release-gate-report", report)
     return GateResult(verdicts, report)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrp_conformance import contract
-from nnrp_conformance.gate.evidence import Document, Evidence, VersionEvidence
+from nnrp_conformance.gate.evidence import BENCH_DIR, Document, Evidence, VersionEvidence
 from nnrp_conformance.gate.readme import read_readme
 from nnrp_conformance.gate.requirements import SCOPE_SHARED, Requirements
 from nnrp_conformance.gate.smoke import sequence_problems, smoke_problems
@@ -125,11 +125,15 @@ def _expected_level1(inputs: GateInputs, failures: list[str]) -> tuple[list[str]
     return mandatory, optional
 
 
+def _manifest_label(inputs: GateInputs) -> str:
+    return inputs.evidence.rel(inputs.manifest_path) if inputs.manifest_path else ""
+
+
 def _manifest_failures(inputs: GateInputs) -> list[str]:
     m = inputs.manifest
     if m is None:
         return [f"no usable manifest: {inputs.manifest_problem}"]
-    where = str(inputs.manifest_path or "manifest")
+    where = _manifest_label(inputs) or "manifest"
     out = []
     if contract.LEVEL_CHAT not in m.claimed_levels:
         out.append(
@@ -149,7 +153,7 @@ def _manifest_failures(inputs: GateInputs) -> list[str]:
 
 def level1_implemented(inputs: GateInputs) -> GateVerdict:
     failures = _manifest_failures(inputs)
-    evidence = [str(inputs.manifest_path)] if inputs.manifest_path else []
+    evidence = [_manifest_label(inputs)] if inputs.manifest_path else []
     mandatory, optional = _expected_level1(inputs, failures)
     details: dict[str, Any] = {"mandatory": mandatory, "claimed_optional": optional}
     for role, version, ve in _gated(inputs):
@@ -160,11 +164,11 @@ def level1_implemented(inputs: GateInputs) -> GateVerdict:
         if not plan.ok:
             failures += [f"vLLM {version} execution plan: {p}" for p in plan.problems]
             continue
-        evidence.append(str(plan.path))
+        evidence.append(plan.label)
         selected = {c["id"] for c in plan.data["cases"]}
         if inputs.manifest is not None and plan.data["adapter"] != inputs.manifest.adapter:
             failures.append(
-                f"{plan.path}: adapter {plan.data['adapter']!r} is not the manifest's "
+                f"{plan.label}: adapter {plan.data['adapter']!r} is not the manifest's "
                 f"{inputs.manifest.adapter!r}"
             )
         results = _results_by_id(ve.case_results)
@@ -239,9 +243,9 @@ def recipes_pass(inputs: GateInputs) -> GateVerdict:
         if not doc.ok:
             failures += [f"vLLM {version} case results: {p}" for p in doc.problems]
             continue
-        evidence.append(str(doc.path))
+        evidence.append(doc.label)
         if adapter is not None and doc.data["adapter"] != adapter:
-            failures.append(f"{doc.path}: adapter {doc.data['adapter']!r} is not {adapter!r}")
+            failures.append(f"{doc.label}: adapter {doc.data['adapter']!r} is not {adapter!r}")
         if not ve.plan.ok:
             failures.append(f"vLLM {version}: no valid execution plan, the selected recipes "
                             f"are unknown ({ve.plan.problems[0]})")
@@ -279,7 +283,7 @@ def _summary(version: str | None, doc: Document, title: str | None, latency: boo
         metrics.append(item)
     out: dict[str, Any] = {
         "name": data["name"],
-        "file": str(doc.path),
+        "file": doc.label,
         "vllm": version,
         "latency": latency,
         "runs": data["runs"],
@@ -306,7 +310,7 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
     summaries = []
     for b in req.benchmarks:
         if b.scope == SCOPE_SHARED:
-            where, version, docs = ev.root / "bench", None, ev.benchmarks
+            where, version, docs = BENCH_DIR, None, ev.benchmarks
         elif current is None:
             failures.append(
                 f"no {b.name!r} benchmark: no vLLM {req.current_line}.x evidence directory"
@@ -314,7 +318,7 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
             continue
         else:
             ve = ev.versions[current]
-            where, version, docs = ve.directory / "bench", current, ve.benchmarks
+            where, version, docs = ev.rel(ve.directory / BENCH_DIR), current, ve.benchmarks
         named = [d for d in docs if d.ok and d.data["name"] == b.name]
         if not named:
             failures.append(f"no benchmark-results document named {b.name!r} under {where}/")
@@ -323,13 +327,13 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
         have = {m["name"] for m in doc.data["metrics"]}
         missing = [m for m in b.metrics if m not in have]
         if missing:
-            failures.append(f"{doc.path}: benchmark {b.name!r} lacks metric(s) "
+            failures.append(f"{doc.label}: benchmark {b.name!r} lacks metric(s) "
                             f"{', '.join(missing)}")
         vllm = doc.data["versions"].get("vllm")
         if version is not None and vllm != version:
-            failures.append(f"{doc.path}: versions.vllm is {vllm!r}, the directory is for "
+            failures.append(f"{doc.label}: versions.vllm is {vllm!r}, the directory is for "
                             f"vLLM {version}")
-        evidence.append(str(doc.path))
+        evidence.append(doc.label)
     targets_missed: list[str] = []
     for version, doc in ev.all_benchmarks():
         if doc.ok:
@@ -338,7 +342,7 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
                                bool(spec and spec.latency))
             failures += benchmark_own_failures(doc)
             summary["targets_missed"] = missed_targets(doc)
-            targets_missed += [f"{doc.path}: {t}" for t in summary["targets_missed"]]
+            targets_missed += [f"{doc.label}: {t}" for t in summary["targets_missed"]]
             summaries.append(summary)
     names = ", ".join(b.name for b in req.benchmarks)
     ok = f"benchmark baseline recorded ({names}), machine and versions included"
@@ -357,11 +361,11 @@ def benchmark_own_failures(doc: Document) -> list[str]:
     out = []
     for key, value in params.items():
         if key.endswith("_verdict") and value == "fail":
-            out.append(f"{doc.path}: the benchmark's own verdict {key} is 'fail'")
+            out.append(f"{doc.label}: the benchmark's own verdict {key} is 'fail'")
     for key in _MUST_BE_ZERO:
         value = params.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            out.append(f"{doc.path}: {key} = {value} (must be 0)")
+            out.append(f"{doc.label}: {key} = {value} (must be 0)")
     return out
 
 
@@ -384,22 +388,22 @@ def _smoke_failures(version: str, ve: VersionEvidence, req: Requirements) -> lis
         return [f"vLLM {version} smoke: {p}" for p in doc.problems]
     results = doc.data["results"]
     if not results:
-        return [f"{doc.path}: no smoke result recorded"]
+        return [f"{doc.label}: no smoke result recorded"]
     for r in results:
         recorded = _diag(r).get("vllm")
         if not isinstance(recorded, str):
-            out.append(f"{doc.path}: {r['id']}: diagnostics.vllm (the vLLM version) is missing")
+            out.append(f"{doc.label}: {r['id']}: diagnostics.vllm (the vLLM version) is missing")
         elif recorded != version:
-            out.append(f"{doc.path}: {r['id']}: ran on vLLM {recorded}, the directory is for "
+            out.append(f"{doc.label}: {r['id']}: ran on vLLM {recorded}, the directory is for "
                        f"{version}")
         if isinstance(recorded, str) and not req.in_line(recorded):
-            out.append(f"{doc.path}: {r['id']}: vLLM {recorded} is outside the declared line "
+            out.append(f"{doc.label}: {r['id']}: vLLM {recorded} is outside the declared line "
                        f"{req.declared_line}")
         if r["outcome"] != contract.OUTCOME_PASSED:
-            out.append(f"{doc.path}: {r['id']} {r['outcome']}: {_failure_text(r)}")
-        out += [f"{doc.path}: {r['id']}: {p}" for p in sequence_problems(r.get("events"),
+            out.append(f"{doc.label}: {r['id']} {r['outcome']}: {_failure_text(r)}")
+        out += [f"{doc.label}: {r['id']}: {p}" for p in sequence_problems(r.get("events"),
                                                                            r["terminal"])]
-    out += [f"{doc.path}: {p}" for p in smoke_problems(results)]
+    out += [f"{doc.label}: {p}" for p in smoke_problems(results)]
     return out
 
 
@@ -412,7 +416,7 @@ def vllm_smoke(inputs: GateInputs) -> GateVerdict:
         mine: list[str] = []
         if ve is None:
             mine.append(f"no smoke for the {role} (vLLM {version}): "
-                        f"{inputs.evidence.root}/vllm-{version}/ is missing")
+                        f"vllm-{version}/ is missing")
         else:
             if not req.in_line(version):
                 mine.append(f"the {role} vLLM {version} is outside the declared line "
@@ -423,7 +427,7 @@ def vllm_smoke(inputs: GateInputs) -> GateVerdict:
                             f"({ve.case_results.problems[0]})")
             for d in (ve.smoke, ve.case_results):
                 if d.ok:
-                    evidence.append(str(d.path))
+                    evidence.append(d.label)
         details[key] = {"vllm": version, "passed": not mine}
         failures += mine
     ok = (f"smoke passed on the lower bound {details['lower_bound']['vllm']} and the current "
@@ -436,7 +440,8 @@ def vllm_smoke(inputs: GateInputs) -> GateVerdict:
 
 
 def readme_documents(inputs: GateInputs) -> GateVerdict:
-    facts = read_readme(inputs.readme, inputs.requirements)
+    facts = read_readme(inputs.readme, inputs.requirements,
+                        label=inputs.evidence.rel(inputs.readme))
     details = {
         "declared_range": facts.declared_range,
         "lower_bound": facts.lower_bound,

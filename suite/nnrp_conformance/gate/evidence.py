@@ -8,6 +8,7 @@ problem names its file (and the JSON pointer, for schema violations).
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,17 +19,25 @@ from packaging.version import InvalidVersion, Version
 from nnrp_conformance import validation
 
 __all__ = [
+    "ADAPTER_LOG",
     "BENCH_DIR",
     "CASE_RESULTS_FILE",
     "EXECUTION_PLAN_FILE",
+    "HTTP_SERVER_LOG",
     "MANIFEST_FILE",
+    "PARITY_ADAPTER_LOG",
+    "PARITY_HTTP_SERVER_LOG",
+    "ROOT_FILES",
     "SMOKE_FILE",
+    "VERSION_FILES",
     "Document",
     "Evidence",
     "EvidenceError",
     "VersionEvidence",
+    "evidence_files",
     "load_document",
     "load_evidence",
+    "relative_to_evidence",
 ]
 
 CASE_RESULTS_FILE = "case-results.json"
@@ -36,12 +45,46 @@ EXECUTION_PLAN_FILE = "execution-plan.json"
 SMOKE_FILE = "smoke.json"
 MANIFEST_FILE = "manifest.json"
 BENCH_DIR = "bench"
+#: the suite run's adapter (``vllm-<version>/``): its log sits beside the case results it served
+ADAPTER_LOG = "adapter.log"
+#: vLLM's own HTTP server, when a run beside the suite started one
+HTTP_SERVER_LOG = "http-server.log"
+#: the parity benchmark starts its own adapter and HTTP server; their logs get their own names
+#: so they never overwrite the suite run's ``adapter.log``
+PARITY_ADAPTER_LOG = f"{BENCH_DIR}/parity-adapter.log"
+PARITY_HTTP_SERVER_LOG = f"{BENCH_DIR}/parity-http-server.log"
+#: what a release run writes into ``vllm-<version>/`` (besides ``bench/*.json``), in the order
+#: the reports link them; each is linked only when present (older evidence lacks some logs)
+VERSION_FILES = (
+    "report.html",
+    "report.md",
+    CASE_RESULTS_FILE,
+    EXECUTION_PLAN_FILE,
+    SMOKE_FILE,
+    "smoke-checks.json",
+    "adapter.json",
+    ADAPTER_LOG,
+    HTTP_SERVER_LOG,
+    PARITY_ADAPTER_LOG,
+    PARITY_HTTP_SERVER_LOG,
+)
+#: what the release run writes at the evidence root (besides ``bench/*.json``)
+ROOT_FILES = (MANIFEST_FILE, "release-run.json")
 _VERSION_DIR = re.compile(r"vllm-(?P<version>.+)\Z")
 _MAX_PROBLEMS = 5  # schema violations quoted per document
 
 
 class EvidenceError(Exception):
     """The evidence directory itself cannot be read (missing, not a directory)."""
+
+
+def relative_to_evidence(path: Path | str, root: Path | str) -> str:
+    """``path`` as every report writes it: relative to the evidence folder ``root``, POSIX.
+
+    The evidence is committed and read in clones at other paths and on other machines, so a
+    report never carries the absolute path of the machine that wrote it; a file outside the
+    folder (the README the gate checks) is reached with ``../``."""
+    return Path(os.path.relpath(Path(path).resolve(), Path(root).resolve())).as_posix()
 
 
 @dataclass(frozen=True)
@@ -52,6 +95,8 @@ class Document:
     schema: str | None
     data: Any = None
     problems: tuple[str, ...] = ()
+    #: the path as the reports show it (relative to the evidence folder)
+    label: str = ""
 
     @property
     def ok(self) -> bool:
@@ -62,37 +107,42 @@ class Document:
         return self.path.is_file()
 
 
-def load_document(path: Path, schema: str | None) -> Document:
-    """Parse ``path`` as JSON and validate it against ``schema`` (no schema: parse only)."""
+def load_document(path: Path, schema: str | None, root: Path | None = None) -> Document:
+    """Parse ``path`` as JSON and validate it against ``schema`` (no schema: parse only).
+
+    Problems name the file relative to the evidence folder ``root`` (as given without it)."""
+    label = relative_to_evidence(path, root) if root is not None else str(path)
+
+    def doc(data: Any = None, *problems: str) -> Document:
+        return Document(path, schema, data, problems, label)
+
     if not path.is_file():
-        return Document(path, schema, problems=(f"{path}: missing",))
+        return doc(None, f"{label}: missing")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
-        return Document(path, schema, problems=(f"{path}: not UTF-8 ({exc.reason})",))
+        return doc(None, f"{label}: not UTF-8 ({exc.reason})")
     except json.JSONDecodeError as exc:
-        return Document(
-            path,
-            schema,
-            problems=(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",),
-        )
+        return doc(None, f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+                         f"{exc.msg}")
     except OSError as exc:
-        return Document(path, schema, problems=(f"{path}: cannot read: {exc.strerror or exc}",))
+        return doc(None, f"{label}: cannot read: {exc.strerror or exc}")
     if schema is None:
-        return Document(path, schema, data)
+        return doc(data)
     violations = validation.validate(schema, data)
     if violations:
-        shown = [f"{path}: {v} ({schema} schema)" for v in violations[:_MAX_PROBLEMS]]
+        shown = [f"{label}: {v} ({schema} schema)" for v in violations[:_MAX_PROBLEMS]]
         if len(violations) > _MAX_PROBLEMS:
-            shown.append(f"{path}: … and {len(violations) - _MAX_PROBLEMS} more violation(s)")
-        return Document(path, schema, data, tuple(shown))
-    return Document(path, schema, data)
+            shown.append(f"{label}: … and {len(violations) - _MAX_PROBLEMS} more violation(s)")
+        return doc(data, *shown)
+    return doc(data)
 
 
-def _bench_documents(directory: Path) -> list[Document]:
+def _bench_documents(directory: Path, root: Path) -> list[Document]:
     if not directory.is_dir():
         return []
-    return [load_document(p, "benchmark-results") for p in sorted(directory.glob("*.json"))]
+    return [load_document(p, "benchmark-results", root)
+            for p in sorted(directory.glob("*.json"))]
 
 
 @dataclass
@@ -114,6 +164,10 @@ class Evidence:
     benchmarks: list[Document]
     #: version directories whose suffix is not a version (reported, never gated)
     unparsable: list[Path] = field(default_factory=list)
+
+    def rel(self, path: Path | str) -> str:
+        """``path`` relative to this evidence folder (:func:`relative_to_evidence`)."""
+        return relative_to_evidence(path, self.root)
 
     def sorted_versions(self) -> list[str]:
         return sorted(self.versions, key=Version)
@@ -146,9 +200,29 @@ def load_evidence(root: Path) -> Evidence:
         versions[version] = VersionEvidence(
             version=version,
             directory=child,
-            case_results=load_document(child / CASE_RESULTS_FILE, "case-results"),
-            plan=load_document(child / EXECUTION_PLAN_FILE, "execution-plan"),
-            smoke=load_document(child / SMOKE_FILE, "case-results"),
-            benchmarks=_bench_documents(child / BENCH_DIR),
+            case_results=load_document(child / CASE_RESULTS_FILE, "case-results", root),
+            plan=load_document(child / EXECUTION_PLAN_FILE, "execution-plan", root),
+            smoke=load_document(child / SMOKE_FILE, "case-results", root),
+            benchmarks=_bench_documents(child / BENCH_DIR, root),
         )
-    return Evidence(root, versions, _bench_documents(root / BENCH_DIR), unparsable)
+    return Evidence(root, versions, _bench_documents(root / BENCH_DIR, root), unparsable)
+
+
+def _present(directory: Path, names: tuple[str, ...]) -> list[Path]:
+    """The named files that exist, then every other JSON or log under ``directory/bench``."""
+    named = [directory / n for n in names if (directory / n).is_file()]
+    bench = directory / BENCH_DIR
+    extra = sorted(p for p in bench.glob("*") if p.is_file() and p.suffix in (".json", ".log")
+                   and p not in named) if bench.is_dir() else []
+    return named + extra
+
+
+def evidence_files(ev: Evidence) -> list[dict[str, str | None]]:
+    """Every evidence file present, for the reports to link: ``{"vllm", "path"}`` with the
+    path relative to the evidence folder and ``vllm`` None for the version-independent ones."""
+    out: list[dict[str, str | None]] = [
+        {"vllm": None, "path": ev.rel(p)} for p in _present(ev.root, ROOT_FILES)]
+    for version in ev.sorted_versions():
+        out += [{"vllm": version, "path": ev.rel(p)}
+                for p in _present(ev.versions[version].directory, VERSION_FILES)]
+    return out

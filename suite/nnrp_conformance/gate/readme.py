@@ -7,6 +7,7 @@ tested, the current line tested and the extras, and cross-checking the ``vllm`` 
 
 from __future__ import annotations
 
+import posixpath
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -87,47 +88,51 @@ def _pyproject_line(pyproject: Path) -> str | None:
     return None
 
 
-def read_readme(path: Path, req: Requirements) -> ReadmeFacts:
-    """Judge ``path`` against ``req``; ``facts.problems`` is empty when the README is complete."""
+def read_readme(path: Path, req: Requirements, *, label: str | None = None) -> ReadmeFacts:
+    """Judge ``path`` against ``req``; ``facts.problems`` is empty when the README is complete.
+
+    Problems and evidence name the file as ``label`` (the gate: relative to the evidence
+    folder), and the ``pyproject.toml`` beside it likewise."""
     facts = ReadmeFacts(path)
+    shown = label if label is not None else str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        facts.problems.append(f"{path}: missing")
+        facts.problems.append(f"{shown}: missing")
         return facts
     except (OSError, UnicodeDecodeError) as exc:
-        facts.problems.append(f"{path}: cannot read: {exc}")
+        facts.problems.append(f"{shown}: cannot read: {getattr(exc, 'strerror', None) or exc}")
         return facts
-    facts.evidence.append(str(path))
+    facts.evidence.append(shown)
     lines = text.splitlines()
 
     ranges = [(n, _specifier_in(line)) for n, line in _lines_mentioning(lines, "declared range")]
     ranges = [(n, s) for n, s in ranges if s]
     if not ranges:
         facts.problems.append(
-            f"{path}: no 'declared range' with a vLLM version specifier "
+            f"{shown}: no 'declared range' with a vLLM version specifier "
             f"(expected `vllm{req.declared_line}`)"
         )
     else:
         line_no, facts.declared_range = ranges[0]
         if SpecifierSet(facts.declared_range) != req.specifier:
             facts.problems.append(
-                f"{path}:{line_no}: declared range {facts.declared_range!r} differs from the "
+                f"{shown}:{line_no}: declared range {facts.declared_range!r} differs from the "
                 f"release's line {req.declared_line!r}"
             )
         else:
-            facts.evidence.append(f"{path}:{line_no}: declared range {facts.declared_range}")
+            facts.evidence.append(f"{shown}:{line_no}: declared range {facts.declared_range}")
 
     lower = _lines_mentioning(lines, "lower bound")
     facts.lower_bound = [v for _, line in lower for v in _VERSION.findall(line)]
     if req.lower_bound not in facts.lower_bound:
         seen = ", ".join(facts.lower_bound) or "none"
         facts.problems.append(
-            f"{path}: the lower bound tested ({req.lower_bound}) is not documented "
+            f"{shown}: the lower bound tested ({req.lower_bound}) is not documented "
             f"(versions on 'lower bound' lines: {seen})"
         )
     else:
-        facts.evidence.append(f"{path}:{lower[0][0]}: lower bound tested {req.lower_bound}")
+        facts.evidence.append(f"{shown}:{lower[0][0]}: lower bound tested {req.lower_bound}")
 
     current = _lines_mentioning(lines, "current line")
     facts.current_line = [v for _, line in current for v in _VERSION.findall(line)]
@@ -136,15 +141,15 @@ def read_readme(path: Path, req: Requirements) -> ReadmeFacts:
     if not on_line:
         seen = ", ".join(facts.current_line) or "none"
         facts.problems.append(
-            f"{path}: the current line tested ({req.current_line}.x) is not documented "
+            f"{shown}: the current line tested ({req.current_line}.x) is not documented "
             f"(versions on 'current line' lines: {seen})"
         )
     else:
-        facts.evidence.append(f"{path}:{current[0][0]}: current line tested {', '.join(on_line)}")
+        facts.evidence.append(f"{shown}:{current[0][0]}: current line tested {', '.join(on_line)}")
 
     section = _section(lines, "optional dependencies")
     if section is None:
-        facts.problems.append(f"{path}: no 'Optional dependencies' section")
+        facts.problems.append(f"{shown}: no 'Optional dependencies' section")
     else:
         body = "\n".join(section)
         for extra in req.extras:
@@ -153,20 +158,21 @@ def read_readme(path: Path, req: Requirements) -> ReadmeFacts:
                 facts.extras_found.append(extra)
             else:
                 facts.problems.append(
-                    f"{path}: the 'Optional dependencies' section does not document the "
+                    f"{shown}: the 'Optional dependencies' section does not document the "
                     f"extra `{extra}`"
                 )
         if facts.extras_found:
-            facts.evidence.append(f"{path}: extras documented: {', '.join(facts.extras_found)}")
+            facts.evidence.append(f"{shown}: extras documented: {', '.join(facts.extras_found)}")
 
     pyproject = path.parent / "pyproject.toml"
+    pyproject_shown = posixpath.join(posixpath.dirname(shown), pyproject.name)
     if pyproject.is_file():
         declared = _pyproject_line(pyproject)
         if declared is not None and SpecifierSet(declared) != req.specifier:
             facts.problems.append(
-                f"{pyproject}: the `vllm` extra declares {declared!r}, the release's line is "
+                f"{pyproject_shown}: the `vllm` extra declares {declared!r}, the release's line is "
                 f"{req.declared_line!r}"
             )
         elif declared is not None:
-            facts.evidence.append(f"{pyproject}: extra vllm{declared}")
+            facts.evidence.append(f"{pyproject_shown}: extra vllm{declared}")
     return facts

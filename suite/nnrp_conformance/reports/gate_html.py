@@ -1,12 +1,15 @@
 """The release gate's HTML page: one self-contained file (inline CSS and SVG, no scripts).
 
 Rendered from the release-gate report document alone: the five conditions with their
-evidence, latency distributions (CDF polylines from the recorded values, p50/p95 bars for
-every metric), the per-version recipe tables and the environment.
+evidence, links to every evidence file (each vLLM line's report, case results, logs and
+benchmark documents), latency distributions (CDF polylines from the recorded values, p50/p95
+bars for every metric), the per-version recipe tables and the environment. Links are relative
+(``environment.evidence_dir`` + the file's path), so the page works from any clone.
 """
 
 from __future__ import annotations
 
+import posixpath
 from html import escape
 from typing import Any
 
@@ -179,6 +182,33 @@ def _conditions(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _href(report: dict[str, Any], path: str) -> str:
+    """A relative link to ``path`` (relative to the evidence folder) from the report's folder."""
+    base = report["environment"].get("evidence_dir") or "."
+    return escape(posixpath.normpath(posixpath.join(base, path)))
+
+
+def _link(report: dict[str, Any], path: str, text: str | None = None) -> str:
+    return f'<a href="{_href(report, path)}"><code>{escape(text or path)}</code></a>'
+
+
+def _files(report: dict[str, Any]) -> list[str]:
+    """Each vLLM line's reports, case results, logs and benchmark documents, linked."""
+    groups: dict[str | None, list[str]] = {}
+    for f in report.get("files", []):
+        groups.setdefault(f["vllm"], []).append(f["path"])
+    if not groups:
+        return []
+    out = ["<h2>Evidence files</h2>", "<table><tr><th></th><th>files</th></tr>"]
+    for version, paths in groups.items():
+        where = f"vLLM {version}" if version else "version-independent"
+        prefix = f"vllm-{version}/" if version else ""
+        links = " · ".join(_link(report, p, p.removeprefix(prefix)) for p in paths)
+        out.append(f"<tr><th>{escape(where)}</th><td>{links}</td></tr>")
+    out.append("</table>")
+    return out
+
+
 def _benchmarks(report: dict[str, Any]) -> list[str]:
     benches = _gate(report, "benchmark_baseline").get("details", {}).get("benchmarks", [])
     out = ["<h2>Benchmarks</h2>"]
@@ -192,7 +222,7 @@ def _benchmarks(report: dict[str, Any]) -> list[str]:
         versions = ", ".join(f"{k} {v}" for k, v in b["versions"].items() if v is not None)
         out.append(f"<p class='muted'>{escape(m['cpu'])}, {m['cores']} core(s), Python "
                    f"{escape(m['python'])}, {escape(m['platform'])} · {escape(versions)} · "
-                   f"{b['runs']} run(s) · <code>{escape(b['file'])}</code></p>")
+                   f"{b['runs']} run(s) · {_link(report, b['file'])}</p>")
         out.append("<table><tr><th>metric</th><th>unit</th><th>median</th><th>p50</th>"
                    "<th>p95</th><th>p99</th><th>samples</th></tr>")
         for metric in b["metrics"]:
@@ -271,6 +301,7 @@ def render_gate_html(report: dict[str, Any]) -> str:
         f"{escape(summary)} <span class='muted'>· generated "
         f"{escape(report['generated_at'])}</span></p>",
         *_conditions(report),
+        *_files(report),
         *_benchmarks(report),
         *_recipes(report),
         *_environment(report),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 __all__ = ["render_gate_markdown"]
@@ -41,6 +42,15 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
         lines.append(f"- {'passed' if gate['passed'] else 'failed'}: {gate['reason']}")
         lines += [f"- evidence: `{e}`" for e in gate["evidence"]]
 
+    if report.get("files"):
+        # relative links (the evidence folder as seen from this page), valid in any clone
+        base = report["environment"].get("evidence_dir") or "."
+        lines += ["", "## Evidence files", ""]
+        for f in report["files"]:
+            where = f"vLLM {f['vllm']}" if f["vllm"] else "version-independent"
+            href = posixpath.normpath(posixpath.join(base, f["path"]))
+            lines.append(f"- {where}: [`{f['path']}`]({href})")
+
     versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
     for version, rows in versions.items():
         lines += ["", f"## Recipes — vLLM {version}", "",
@@ -67,7 +77,8 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
                 )
             for r in b.get("ratios", []):
                 lines.append(f"| {b['name']} | {_cell(b.get('vllm') or '—')} | "
-                             f"ratio `{r['name']}` | — | {_num(r['value'])} | | | |")
+                             f"ratio `{r['name']}` | `{r['numerator']}` / "
+                             f"`{r['denominator']}` | {_num(r['value'])} | | | |")
         missed = _gate(report, "benchmark_baseline").get("details", {}).get("targets_missed")
         if missed:
             lines += ["", "**Performance targets missed** (shown, not gating):", ""]
