@@ -7,6 +7,12 @@ start-up information. Which start-up path is active (``explicit`` here, ``vllm-p
 from :mod:`.vllm_plugin`), the vLLM version, the listen address and the security limits in
 force are logged once at start and written to the ready file, so an operator (or a test)
 can see them; the capability document's diagnostics carry the path too.
+
+On SIGINT/SIGTERM the explicit path closes the NNRP server first (its in-flight operations end
+with ``TRANSPORT_CLOSED`` and their vLLM requests are aborted), waits (bounded) for vLLM to hold
+no request, and prints one ``SHUTDOWN {json}`` line saying how many requests vLLM held at the
+signal, how many are left, when vLLM held none and when the server had closed; then the
+engine stops.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,20 +131,79 @@ async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -
     claim_explicit_path()
     # Read before the engine starts: a bad manifest fails in a second, not after start-up.
     manifest = load_manifest_document(config.manifest_path)
-    async with (
-        VllmBackend.from_cli_args(
-            config.vllm_argv, allow_unsupported=config.allow_unsupported_vllm
-        ) as backend,
-        nnrp_serving(backend, config, manifest) as info,
-    ):
-        print(f"LISTENING {info['address']}", flush=True)
-        task_status.started(info)
+    async with VllmBackend.from_cli_args(
+        config.vllm_argv, allow_unsupported=config.allow_unsupported_vllm
+    ) as backend:
         engine_died = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_until_signal, tg.cancel_scope)
-            tg.start_soon(_watch_engine, backend, tg.cancel_scope, engine_died)
+        drain = _Drain(backend)
+        # the drain watch starts at the signal and outlives the server's close (the in-flight
+        # requests are aborted during it), so its figure is the engine's, not the close's
+        async with anyio.create_task_group() as watching:
+            async with nnrp_serving(backend, config, manifest) as info:
+                print(f"LISTENING {info['address']}", flush=True)
+                task_status.started(info)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_until_signal, tg.cancel_scope)
+                    tg.start_soon(_watch_engine, backend, tg.cancel_scope, engine_died)
+                if not engine_died.is_set():
+                    await drain.begin()
+                    watching.start_soon(drain.watch)
+            drain.server_closed()
         if engine_died.is_set():
             raise EngineDied("the vLLM engine died while serving (its engine-core process is gone)")
+        drain.report()
+
+
+#: how long a stopping adapter waits for vLLM to hold no request before the engine stops anyway
+SHUTDOWN_DRAIN_LIMIT_S = 10.0
+
+
+async def _engine_count(backend: Any) -> int | None:
+    with contextlib.suppress(Exception):
+        return int(await backend.num_unfinished_requests())
+    return None
+
+
+class _Drain:
+    """From the stop signal until vLLM holds no request (bounded), then one ``SHUTDOWN`` line.
+
+    The NNRP server's close aborts every request it started; a request vLLM still holds after
+    ``SHUTDOWN_DRAIN_LIMIT_S`` is named in the line (``requests_left``), never hidden.
+    """
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.since = 0.0
+        self.held_at_signal: int | None = None
+        self.left: int | None = None
+        self.drained_s: float | None = None
+        self.server_closed_s: float | None = None
+
+    async def begin(self) -> None:
+        self.since = time.monotonic()
+        self.held_at_signal = await _engine_count(self.backend)
+
+    async def watch(self) -> None:
+        self.left = await _engine_count(self.backend)
+        with anyio.move_on_after(SHUTDOWN_DRAIN_LIMIT_S):
+            while self.left:
+                await anyio.sleep(0.005)
+                self.left = await _engine_count(self.backend)
+        if self.left == 0:
+            self.drained_s = round(time.monotonic() - self.since, 4)
+
+    def server_closed(self) -> None:
+        if self.since:
+            self.server_closed_s = round(time.monotonic() - self.since, 4)
+
+    def report(self) -> None:
+        fields = {
+            "requests_at_signal": self.held_at_signal,
+            "requests_left": self.left,
+            "drained_s": self.drained_s,
+            "server_closed_s": self.server_closed_s,
+        }
+        print(f"SHUTDOWN {json.dumps(fields)}", flush=True)
 
 
 class EngineDied(RuntimeError):

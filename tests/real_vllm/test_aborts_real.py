@@ -1,7 +1,7 @@
-"""Aborts proven on the real engine: after a client cancel, a session close, a killed client
-and an ``nnrp.timeout_ms`` expiry, vLLM's own request count reaches 0 at once and its
-engine-core process goes idle, although each generation would otherwise run for many more
-seconds; a cancel storm leaves no orphan request.
+"""Aborts proven on the real engine: after a client cancel, a session close, a killed client,
+an ``nnrp.timeout_ms`` expiry and a server shutdown, vLLM's own request count reaches 0 at once
+(and its engine-core process goes idle), although each generation would otherwise run for many
+more seconds; a cancel storm leaves no orphan request.
 
 The generations cannot finish inside the test window: the tiny model is built with a long
 context and asked for ``MAX_TOKENS`` with ``ignore_eos``, so only an abort ends them. Each test
@@ -346,3 +346,43 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     assert tally["after_terminal"] == 0 and tally["other"] == 0, anomalies
     assert tally["ops"] >= 16 and tally["cancelled"] > 0 and tally["disconnected"] > 0, tally
     assert leftover <= ABORT_BOUND_S, f"orphan engine requests {leftover} s after the storm"
+
+
+async def test_server_shutdown_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM with three generations in flight: each operation gets its one terminal, vLLM
+    holds no request before the engine stops (the adapter's ``SHUTDOWN`` line, printed after
+    its own bounded wait), and the process exits 0. Last in the module: it stops the module's
+    adapter."""
+    client = await NnrpClient.connect(adapter.address)
+    try:
+        started = time.monotonic()
+        ops = [await client.submit(chat(), timeout=600) for _ in range(3)]
+        with anyio.fail_after(120):
+            while min(len(o.received) for o in ops) < 10:
+                await anyio.sleep(0.01)
+        async with await NnrpClient.connect(adapter.address) as observer:
+            assert await engine_count(observer) == 3
+        received = max(len(o.received) for o in ops)
+        rate = received / (time.monotonic() - started)
+        t0 = time.monotonic()
+        code = await anyio.to_thread.run_sync(adapter.stop)
+        stopped_s = time.monotonic() - t0
+        with anyio.fail_after(30):
+            terms = [await o.result() for o in ops]
+    finally:
+        await client.aclose()
+    assert code == 0, f"adapter exit status {code} after SIGTERM"
+    assert all(t.outcome != contract.TERMINAL_SUCCESS for t in terms), terms
+    assert not [f for o in ops for f in o.wire_findings if f["rule"] == "wire.frame_after_terminal"]
+    assert adapter.log_path is not None
+    lines = [ln for ln in adapter.log_path.read_text(errors="replace").splitlines()
+             if ln.startswith("SHUTDOWN ")]
+    assert lines, f"no SHUTDOWN line in {adapter.log_path}"
+    report = json.loads(lines[-1].split(" ", 1)[1])
+    assert report["requests_at_signal"] == 3, report
+    assert report["requests_left"] == 0, f"vLLM still held requests when the engine stopped: {report}"
+    stalled = STALLS.stalled_between(t0, t0 + report["drained_s"])
+    print(f"\nserver shutdown on vLLM {vllm_env['version']}: {report} (seconds from the signal), "
+          f"process gone after {stopped_s:.2f} s, machine stalls in the drain window {stalled:.2f} s")
+    check_abort("server shutdown", vllm_env["version"], report["drained_s"] - stalled,
+                (MAX_TOKENS - received) / rate)
