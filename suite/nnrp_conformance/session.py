@@ -142,6 +142,16 @@ class RunOptions:
             md, html = report_paths(absolute(self.report))
         return Artifacts(results, plan, results.parent / "evidence", md, html)
 
+    def shown(self, path: Path | str) -> str:
+        """A path as the run's documents name it: relative to the directory the run started
+        in when it lies under it (so recorded results read the same in any clone), else as
+        given."""
+        p = Path(path)
+        base = self.base_dir.resolve()
+        with contextlib.suppress(ValueError):
+            return p.resolve().relative_to(base).as_posix()
+        return str(p)
+
 
 def _problems_text(exc: Exception) -> str:
     return str(exc).strip() or type(exc).__name__
@@ -298,7 +308,8 @@ class ConformanceCore:
 
     def plan_document(self) -> dict[str, Any]:
         art = self.options.artifacts()
-        return self.plan.to_json(str(art.results), str(art.evidence_dir))
+        return self.plan.to_json(self.options.shown(art.results),
+                                 self.options.shown(art.evidence_dir))
 
     def write_plan(self) -> Path:
         from nnrp_conformance.validation import SchemaViolationError
@@ -324,8 +335,8 @@ class ConformanceCore:
             profile=getattr(self.plan, "profile", contract.PROFILE),
             schema_version=getattr(self.plan, "schema_version", contract.SCHEMA_VERSION),
             cases=tuple(self.plan.cases),
-            plan_path=str(art.plan),
-            manifest_path=str(self.options.manifest) if self.options.manifest else None,
+            plan_path=self.options.shown(art.plan),
+            manifest_path=self.options.shown(self.options.manifest) if self.options.manifest else None,
             model_id=self.model_id,
             capabilities=self.capabilities,
         )

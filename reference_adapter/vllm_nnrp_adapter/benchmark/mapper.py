@@ -18,6 +18,7 @@ the same shape. One mapper per stream of ``--stream-chunks`` chunks, as in the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -91,6 +92,9 @@ def load_chunks(path: Path | None) -> tuple[list[dict[str, Any]], str]:
     )
     if not chunks:
         raise SystemExit(f"vllm-nnrp bench mapper: {source}: no streamed content chunks")
+    # recorded in the results: relative to the checkout when it lies in it (portable evidence)
+    with contextlib.suppress(ValueError):
+        return chunks, source.resolve().relative_to(FIXTURES.parents[2]).as_posix()
     return chunks, str(source)
 
 
