@@ -156,6 +156,8 @@ class Operation:
         self._last_partial_ns = 0
         self._gap_ewma_ns = float(_BULK_GAP_NS)  # mean gap between partials
         self._done_in_pump = False
+        # the pump itself sends the cancel when this many partials have arrived (see submit)
+        self.cancel_after_partials: int | None = None
 
     # --- async side ----------------------------------------------------------------------
     def __aiter__(self) -> AsyncIterator[ReceivedEvent]:
@@ -447,9 +449,15 @@ class NnrpClient:
         frames: list[RawFrame] | None = None,
         max_events: int | None = None,
         idle_timeout: float | None = None,
+        cancel_after_partials: int | None = None,
     ) -> Operation:
         """Submit one FRAME_SUBMIT; see module docstring. ``timeout=-1`` means the client default;
-        ``idle_timeout`` ends the operation when the endpoint sends nothing for that long."""
+        ``idle_timeout`` ends the operation when the endpoint sends nothing for that long.
+
+        ``cancel_after_partials=N``: the pump thread sends the cancel the moment the N-th
+        partial arrives, however far the reader is behind (a reader on a starved event loop
+        can lag the wire by a whole answer, so a cancel it sends after reading N partials may
+        leave when the answer has already ended: measured, docs/performance.md)."""
         if self._closing:
             raise NnrpClientError("client is closed")
         if self._broken:
@@ -467,6 +475,7 @@ class NnrpClient:
             request = codec.build_submit(ident, ident, envelope, frames=frames)
         except (ValueError, TypeError) as exc:
             raise NnrpClientError(f"nnrp-py refuses to build this submit: {exc}") from exc
+        op.cancel_after_partials = cancel_after_partials
         self._ops[op.frame_id] = op
         self._by_op_id[op.operation_id] = op
         # With nothing in flight anywhere in the process, the loop submits at once: handing
@@ -895,6 +904,9 @@ class NnrpClient:
         op._partials += 1
         rec = ReceivedEvent("partial", now, "PARTIAL_RESULT", raw, event, err, meta)
         op.received.append(rec)
+        if op._partials == op.cancel_after_partials and op.cancel_sent_at_ns is None:
+            with self._native_lock, contextlib.suppress(NativeRuntimeError):
+                self._run_command("cancel", op)
         gap = now - op._last_partial_ns
         op._last_partial_ns = now
         hold = gap < _HOLD_GAP_NS

@@ -130,6 +130,30 @@ async def test_cancel_after_first_event() -> None:
         assert (await op2.result()).event["body"] == {"echo": "after"}
 
 
+async def test_pump_cancels_after_n_partials_however_far_the_reader_lags() -> None:
+    """``cancel_after_partials``: the cancel leaves when the N-th partial arrives, not when a
+    reader gets to it. The reader here reads nothing until the terminal (a reader lagging by
+    the whole answer), on a stream that would end by itself after 300 events."""
+    rec = Recorder()
+    async with (
+        NnrpServer(make_handler(rec)) as srv,
+        await NnrpClient.connect(srv.address) as client,
+    ):
+        op = await client.submit(env({"mode": "stream", "n": 300, "gap_ms": 2}), timeout=30,
+                                 cancel_after_partials=5)
+        with anyio.fail_after(20):
+            while op.terminal is None:
+                await anyio.sleep(0.05)
+        term = await op.result()
+        assert term.outcome == contract.TERMINAL_CANCELLED, term
+        assert op.cancel_sent_at_ns is not None
+        partials = [r for r in op.received if r.kind == "partial"]
+        before = [r for r in partials if r.received_at_ns <= op.cancel_sent_at_ns]
+        assert len(before) == 5, len(before)
+        assert len(partials) < 300, "the stream ran to its end: the cancel left too late"
+        assert [a[1].source for a in rec.aborts] == [contract.CANCEL_SOURCE_CLIENT]
+
+
 async def test_cancel_after_events_hint_ends_with_pushed_cancelled() -> None:
     rec = Recorder()
     async with (

@@ -176,29 +176,30 @@ async def run_stream(
     timeout: float = 120.0,
     cancel_after: int | None = None,
 ) -> StreamSample:
-    """Submit ``envelope`` and read it to its terminal; cancel after ``cancel_after`` deltas."""
-    op = await client.submit(dict(envelope), timeout=timeout)
+    """Submit ``envelope`` and read it to its terminal; cancel after ``cancel_after`` partials.
+
+    The cancel is sent by the client's pump thread the moment the ``cancel_after``-th partial
+    arrives (``cancel_after_partials``), not by this reader: on a starved machine the reader
+    lagged the wire by most of an answer and its cancels left after the answer had ended
+    (docs/performance.md). Events after the cancel are the partials that arrived after it."""
+    op = await client.submit(dict(envelope), timeout=timeout, cancel_after_partials=cancel_after)
     sample = StreamSample(submitted_ns=op.submitted_at_ns, op=op)
     async for rec in op:
         if rec.decode_error:
             sample.decode_errors.append(rec.decode_error)
         if rec.kind == "partial" and rec.event is not None:
             sample.events.append(rec.event)
-            if sample.cancel_sent_ns is not None:
+            sent = op.cancel_sent_at_ns
+            if sent is not None and rec.received_at_ns > sent:
                 sample.after_cancel += 1
             if rec.event.get("type") == contract.EV_OUTPUT_TEXT_DELTA:
                 sample.text_ns.append(rec.received_at_ns)
                 stamp = (rec.event.get("nnrp") or {}).get(BACKEND_STAMP)
                 if isinstance(stamp, int):
                     sample.backend_lag_ns.append(rec.received_at_ns - stamp)
-                if (
-                    cancel_after is not None
-                    and sample.cancel_sent_ns is None
-                    and len(sample.text_ns) >= cancel_after
-                ):
-                    sample.cancel_sent_ns = await op.cancel()
             elif rec.event.get("type") == contract.EV_USAGE:
                 sample.output_tokens = (rec.event.get("usage") or {}).get("output_tokens")
+    sample.cancel_sent_ns = op.cancel_sent_at_ns
     term = await op.result()
     sample.outcome = term.outcome
     sample.delivery = term.delivery
