@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import functools
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -144,13 +145,14 @@ class RunOptions:
 
     def shown(self, path: Path | str) -> str:
         """A path as the run's documents name it: relative to the directory the run started
-        in when it lies under it (so recorded results read the same in any clone), else as
-        given."""
-        p = Path(path)
+        in when the two share a directory below the root (so recorded results read the same in
+        any clone, e.g. ``../../manifests/adapter.json``), else as given."""
+        p = Path(path).resolve()
         base = self.base_dir.resolve()
         with contextlib.suppress(ValueError):
-            return p.resolve().relative_to(base).as_posix()
-        return str(p)
+            if os.path.commonpath([p, base]) != p.anchor:
+                return Path(os.path.relpath(p, base)).as_posix()
+        return str(path)
 
 
 def _problems_text(exc: Exception) -> str:
