@@ -408,6 +408,7 @@ class VllmNnrpAdapter:
                     chunk = await watchdog.next(chunks)
                 except StopAsyncIteration:
                     finished_stream = True
+                    finished_ns = time.perf_counter_ns()
                     break
                 taken_ns = time.perf_counter_ns()
                 for event in mapper.map_chunk(chunk.data):
@@ -451,7 +452,11 @@ class VllmNnrpAdapter:
         if record is not None:
             record.backend_time_ns = time.perf_counter_ns() - started
             record.usage = mapper.usage
-        yield profile.completed_event(mapper.final_body())
+        completed = profile.completed_event(mapper.final_body())
+        if timing:
+            # when vLLM's stream had ended here: a cancel sent after this could not stop it
+            completed["nnrp"] = {"t_backend_ns": finished_ns}
+        yield completed
 
     async def _engine_diagnostics(self) -> dict[str, Any]:
         diag: dict[str, Any] = {

@@ -1,8 +1,9 @@
 """Machine stalls: wall-clock time in which this process (and, measured, the whole VM) did not run.
 
-On the CI machine class (a 2-vCPU microVM), while vLLM's CPU worker runs flat out, every
-process on the machine stops at times for 5-25 s together: an independent process that only
-sleeps 50 ms in a loop sees the same gaps, and plain CPU or memory hogs do not cause them
+On the CI machine class (a 2-vCPU microVM), while vLLM 0.22.1's CPU worker runs flat out,
+processes stop at times for 5-25 s: an independent process that only sleeps 50 ms in a loop
+sees such gaps too, in windows overlapping the client's and the adapter's, and plain CPU or
+memory hogs do not cause them
 (docs/vllm-cpu.md#machine-stalls). A latency measured across such a gap is the machine's,
 not the adapter's. ``StallWatch`` records the gaps from a thread that sleeps ``tick`` seconds
 in a loop, so a bound can be judged on the time the machine actually ran; both figures are

@@ -160,6 +160,21 @@ async def running_stream(client: NnrpClient, partials: int = 20):  # type: ignor
     return op, rate
 
 
+async def three_running_streams(client: NnrpClient, address: str):  # type: ignore[no-untyped-def]
+    """Three long generations on ``client``, each streaming (10 partials) and all three held by
+    the engine (asked through a separate observer session); returns (ops, partials received by
+    the fastest, its rate per second)."""
+    started = time.monotonic()
+    ops = [await client.submit(chat(), timeout=600) for _ in range(3)]
+    with anyio.fail_after(120):
+        while min(len(o.received) for o in ops) < 10:
+            await anyio.sleep(0.01)
+    async with await NnrpClient.connect(address) as observer:
+        assert await engine_count(observer) == 3
+    received = max(len(o.received) for o in ops)
+    return ops, received, received / (time.monotonic() - started)
+
+
 def check_abort(cause: str, version: str, latency: float, still_needed_s: float) -> None:
     FIGURES.setdefault(f"{version} {cause}", []).append(latency)
     # the generation still needed far longer than the bound: only an abort can explain 0
@@ -185,15 +200,8 @@ async def test_client_cancel_aborts_the_engine_request(adapter, vllm_env) -> Non
 
 async def test_session_close_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     client = await NnrpClient.connect(adapter.address)
-    started = time.monotonic()
-    ops = [await client.submit(chat(), timeout=600) for _ in range(3)]
-    with anyio.fail_after(120):
-        while min(len(o.received) for o in ops) < 10:
-            await anyio.sleep(0.01)
+    _ops, received, rate = await three_running_streams(client, adapter.address)
     async with await NnrpClient.connect(adapter.address) as observer:
-        assert await engine_count(observer) == 3
-        received = max(len(o.received) for o in ops)
-        rate = received / (time.monotonic() - started)
         t0 = time.monotonic()
         await client.aclose()  # SESSION_CLOSE with three generations in flight
         latency = await seconds_to_count(observer, 0, t0)
@@ -350,20 +358,12 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
 
 async def test_server_shutdown_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM with three generations in flight: each operation gets its one terminal, vLLM
-    holds no request before the engine stops (the adapter's ``SHUTDOWN`` line, printed after
-    its own bounded wait), and the process exits 0. Last in the module: it stops the module's
-    adapter."""
+    holds no request before the engine stops (the adapter's ``SHUTDOWN`` line: requests held
+    at the signal and left at the end, seconds from the signal until vLLM held none), and the
+    process exits 0. Last in the module: it stops the module's adapter."""
     client = await NnrpClient.connect(adapter.address)
     try:
-        started = time.monotonic()
-        ops = [await client.submit(chat(), timeout=600) for _ in range(3)]
-        with anyio.fail_after(120):
-            while min(len(o.received) for o in ops) < 10:
-                await anyio.sleep(0.01)
-        async with await NnrpClient.connect(adapter.address) as observer:
-            assert await engine_count(observer) == 3
-        received = max(len(o.received) for o in ops)
-        rate = received / (time.monotonic() - started)
+        ops, received, rate = await three_running_streams(client, adapter.address)
         t0 = time.monotonic()
         code = await anyio.to_thread.run_sync(adapter.stop)
         stopped_s = time.monotonic() - t0

@@ -275,3 +275,19 @@ async def test_shutdown_with_streams_in_flight_frees_everything() -> None:
     assert backend.unfinished == set(), backend.unfinished
     assert all(t.outcome == contract.TERMINAL_CANCELLED for t in terms), terms
     assert time.monotonic() - t0 < 60
+
+
+async def test_timing_hint_stamps_when_the_stream_ended_on_the_success_terminal() -> None:
+    """With ``nnrp.timing`` the success terminal carries ``nnrp.t_backend_ns``: when the backend's
+    stream had ended in the adapter (CLOCK_MONOTONIC, shared by processes on one host). The
+    cancellation benchmark tells a cancel that lost the race with the answer's end from one the
+    adapter ignored by it."""
+    async with serve_adapter() as a, await NnrpClient.connect(a.address) as client:
+        before = time.perf_counter_ns()
+        op = await client.submit(envelope(chat(), timing=True), timeout=30)
+        term = await op.result()
+        assert term.outcome == contract.TERMINAL_SUCCESS, term
+        stamp = (term.event.get("nnrp") or {}).get("t_backend_ns")
+        assert isinstance(stamp, int) and before < stamp <= term.received_at_ns
+        partials = [r for r in op.received if r.kind == "partial"]
+        assert partials and all(r.event["nnrp"]["t_backend_ns"] <= stamp for r in partials)

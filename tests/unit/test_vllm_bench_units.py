@@ -214,6 +214,21 @@ def test_cancel_summary_counts() -> None:
     assert out["not_effective_after_last_partial"] == 1
     assert out["events_after_cancel"] == [2, 0, 0]
     assert out["events_after_terminal"] == 1
+    assert out["lost_race"] == 0
+
+
+def test_a_cancel_sent_after_the_adapter_finished_is_a_lost_race_not_a_failure() -> None:
+    # the adapter stamps its success terminal with when vLLM's stream ended (timing hint)
+    finished_first = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS,
+                                        terminal_ns=9, cancel_sent_ns=5, completed_backend_ns=4)
+    ignored = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS, terminal_ns=9,
+                                 cancel_sent_ns=5, completed_backend_ns=6)
+    unstamped = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS, terminal_ns=9,
+                                   cancel_sent_ns=5)
+    out = bench.cancel_summary([finished_first, ignored, unstamped])
+    assert out["lost_race"] == 1
+    # ended after the cancel left, or no stamp to prove otherwise: the cancel did not take effect
+    assert out["not_effective"] == 2
 
 
 def _streamed(events: list[dict], outcome: str) -> bench.StreamSample:

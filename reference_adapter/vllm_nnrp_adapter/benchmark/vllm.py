@@ -144,6 +144,8 @@ class StreamSample:
     delivery: str | None = None
     terminal_ns: int | None = None
     cancel_sent_ns: int | None = None
+    # the adapter's stamp on its success terminal: when vLLM's stream had ended (timing hint)
+    completed_backend_ns: int | None = None
     #: partial events received after the cancel was sent (in flight then: allowed)
     after_cancel: int = 0
     #: frames that arrived after the terminal (never allowed); filled in by :func:`late_frames`
@@ -201,6 +203,9 @@ async def run_stream(
                 sample.output_tokens = (rec.event.get("usage") or {}).get("output_tokens")
     sample.cancel_sent_ns = op.cancel_sent_at_ns
     term = await op.result()
+    if term.event is not None:
+        stamp = (term.event.get("nnrp") or {}).get(BACKEND_STAMP)
+        sample.completed_backend_ns = stamp if isinstance(stamp, int) else None
     sample.outcome = term.outcome
     sample.delivery = term.delivery
     sample.terminal_ns = term.received_at_ns
@@ -320,6 +325,8 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
         "never_sent": sum(1 for s in samples if s.cancel_sent_ns is None),
         # a cancel that was sent and still the answer ran to its end: a failure
         "not_effective": sum(1 for s in samples if _ignored(s)),
+        # cancels sent after the adapter had already finished the answer (its own stamp)
+        "lost_race": sum(1 for s in samples if _lost_race(s)),
         # of those, how many had every partial on the client's side of the wire before the
         # cancel was sent (no wire.partial_after_cancel): the answer had finished streaming, the
         # cancel lost the race (the reader lagged the wire); the rest saw the server keep
@@ -347,8 +354,23 @@ def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
     }
 
 
+def _lost_race(s: StreamSample) -> bool:
+    """The answer had ended in the adapter (its stamp on the success terminal) before the cancel
+    was sent: nothing could stop it, so it is counted apart, never as an ignored cancel."""
+    return (
+        s.cancel_sent_ns is not None
+        and s.outcome == contract.TERMINAL_SUCCESS
+        and s.completed_backend_ns is not None
+        and s.completed_backend_ns <= s.cancel_sent_ns
+    )
+
+
 def _ignored(s: StreamSample) -> bool:
-    return s.cancel_sent_ns is not None and s.outcome != contract.TERMINAL_CANCELLED
+    return (
+        s.cancel_sent_ns is not None
+        and s.outcome != contract.TERMINAL_CANCELLED
+        and not _lost_race(s)
+    )
 
 
 def _rules(s: StreamSample) -> set[str]:
@@ -363,7 +385,10 @@ async def cancellation_latency(
     for _ in range(plan.repeats):
         mine: list[StreamSample] = []
         for _ in range(plan.cancel_requests):
-            env = chat_envelope(max_tokens=plan.cancel_max_tokens, model=model)
+            # the timing hint makes the adapter stamp when its answer ended (_lost_race)
+            env = chat_envelope(
+                max_tokens=plan.cancel_max_tokens, model=model, nnrp={TIMING_HINT: True}
+            )
             mine.append(await run_stream(client, env, cancel_after=plan.cancel_after))
         lat = cancel_summary(mine)["latencies_ms"]
         if lat:
@@ -664,6 +689,7 @@ def _documents(
             "cancel_verdict": "fail" if summary["not_effective"] else "pass",
             "cancel_not_effective_findings": ",".join(summary["not_effective_findings"]),
             "cancel_not_effective_after_last_partial": summary["not_effective_after_last_partial"],
+            "cancel_lost_race": summary["lost_race"],
             "events_after_terminal": summary["events_after_terminal"],
             "deliveries": ",".join(summary["deliveries"]),
             "adapter_abort_accepted": summary["abort_accepted"],
@@ -675,6 +701,8 @@ def _documents(
             f"cancels that did not take effect: {summary['not_effective']} of "
             f"{len(cancels) - summary['never_sent']} sent (must be 0: the answer ran to its end "
             "after the cancel)",
+            f"cancels sent after the adapter had already finished the answer (its own stamp on "
+            f"the success terminal; counted apart, not a failure): {summary['lost_race']}",
             f"load average at start: {context.get('load_average_start')}",
         ],
         description="Cancellation of a streamed chat on real vLLM through the adapter, "
