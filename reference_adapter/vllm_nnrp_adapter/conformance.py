@@ -165,6 +165,9 @@ class AdapterProcess:
     started_in_s: float | None = None
     _proc: subprocess.Popen | None = None
     _tmp: Path | None = None
+    # every pid seen in the adapter's process tree once it served: a process that dies before
+    # stop (a killed engine core) still gets its shared-memory files removed
+    _seen_pids: set[int] = field(default_factory=set)
 
     @property
     def address(self) -> str:
@@ -261,6 +264,7 @@ class AdapterProcess:
         time.sleep(0.05)  # the ready file is written in one call, but be safe on slow disks
         self.info = json.loads(ready.read_text(encoding="utf-8"))
         self.started_in_s = time.monotonic() - t0
+        self._seen_pids.update(_process_tree(self._proc.pid))
         return self
 
     def rss_bytes(self) -> int:
@@ -298,12 +302,15 @@ class AdapterProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        pids = _process_tree(proc.pid)
+        pids = self._seen_pids | set(_process_tree(proc.pid))
         code = stop_process_group(proc, timeout)
-        remove_leftovers(pids)
+        remove_leftovers(sorted(pids))
         if self._tmp is not None:
             (self._tmp / "ready.json").unlink(missing_ok=True)
-            shutil.rmtree(self._tmp / "rpc", ignore_errors=True)
+            shutil.rmtree(self._tmp / "rpc", ignore_errors=True)  # vLLM's ZMQ sockets
+            if self.log_path is None or self._tmp not in self.log_path.parents:
+                # nothing of the caller's is left in it (a default log stays, to be read)
+                shutil.rmtree(self._tmp, ignore_errors=True)
         return code
 
     def __enter__(self) -> AdapterProcess:

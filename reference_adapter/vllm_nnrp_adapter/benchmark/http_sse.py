@@ -327,11 +327,19 @@ class HttpServer:
             conn.close()
 
     def stop(self, timeout: float = 60.0) -> None:
-        from vllm_nnrp_adapter.conformance import stop_process_group
+        from vllm_nnrp_adapter.conformance import (
+            _process_tree,
+            remove_leftovers,
+            stop_process_group,
+        )
 
         proc, self._proc = self._proc, None
         if proc is not None:
+            # vLLM's processes under it register OpenMP shared-memory files that a killed
+            # process leaves behind; they go with the server
+            pids = _process_tree(proc.pid)
             stop_process_group(proc, timeout)
+            remove_leftovers(pids)
 
     def __enter__(self) -> HttpServer:
         return self.start()
