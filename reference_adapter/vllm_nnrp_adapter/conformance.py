@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -302,9 +302,7 @@ class AdapterProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        pids = self._seen_pids | set(_process_tree(proc.pid))
-        code = stop_process_group(proc, timeout)
-        remove_leftovers(sorted(pids))
+        code = stop_process_group(proc, timeout, known_pids=self._seen_pids)
         if self._tmp is not None:
             (self._tmp / "ready.json").unlink(missing_ok=True)
             shutil.rmtree(self._tmp / "rpc", ignore_errors=True)  # vLLM's ZMQ sockets
@@ -320,12 +318,17 @@ class AdapterProcess:
         self.stop()
 
 
-def stop_process_group(proc: subprocess.Popen, timeout: float = 60.0) -> int | None:
+def stop_process_group(
+    proc: subprocess.Popen, timeout: float = 60.0, *, known_pids: Iterable[int] = ()
+) -> int | None:
     """SIGTERM a child started with ``start_new_session``, then end what is left of its group.
 
     The group is ours (the child leads it), so nothing it started, such as vLLM's engine core,
-    outlives it.
+    outlives it. Then the shared-memory files of the stopped processes go
+    (:func:`remove_leftovers`): those of the tree as it is now and of ``known_pids``, processes
+    seen earlier that may have died before (a killed engine core).
     """
+    pids = set(known_pids) | set(_process_tree(proc.pid))
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -333,6 +336,7 @@ def stop_process_group(proc: subprocess.Popen, timeout: float = 60.0) -> int | N
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    remove_leftovers(sorted(pids))
     return proc.returncode
 
 

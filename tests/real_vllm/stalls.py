@@ -27,9 +27,15 @@ class StallWatch:
         self.gaps: list[tuple[float, float]] = []  # (start, end), time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall-watch", daemon=True)
+        self._lock = threading.Lock()
+        self._started = False
 
     def start(self) -> StallWatch:
-        self._thread.start()
+        """Start watching; a watch already running (or stopped) is left as it is."""
+        with self._lock:
+            if not self._started:
+                self._started = True
+                self._thread.start()
         return self
 
     def stop(self) -> None:

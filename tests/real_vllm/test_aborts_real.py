@@ -71,8 +71,7 @@ def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ig
         max_position_embeddings=LONG_CONTEXT,
     )
     log_path = tmp_path_factory.mktemp(f"aborts-{vllm_env['version']}") / "adapter.log"
-    if not STALLS._thread.is_alive() and not STALLS._stop.is_set():
-        STALLS.start()
+    STALLS.start()  # once per process: a second fixture (the other vLLM line) reuses it
     with AdapterProcess(vllm_env["python"], model, long_engine_args(), log_path=log_path) as proc:
         yield proc
     version = vllm_env["version"]

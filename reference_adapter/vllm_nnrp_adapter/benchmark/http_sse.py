@@ -327,19 +327,12 @@ class HttpServer:
             conn.close()
 
     def stop(self, timeout: float = 60.0) -> None:
-        from vllm_nnrp_adapter.conformance import (
-            _process_tree,
-            remove_leftovers,
-            stop_process_group,
-        )
+        from vllm_nnrp_adapter.conformance import stop_process_group
 
         proc, self._proc = self._proc, None
         if proc is not None:
-            # vLLM's processes under it register OpenMP shared-memory files that a killed
-            # process leaves behind; they go with the server
-            pids = _process_tree(proc.pid)
+            # its group goes, and with it the OpenMP shared-memory files of vLLM's processes
             stop_process_group(proc, timeout)
-            remove_leftovers(pids)
 
     def __enter__(self) -> HttpServer:
         return self.start()

@@ -35,12 +35,13 @@ from nnrp_conformance.gate.requirements import BENCH_MAPPER
 from nnrp_conformance.wire import codec
 
 from ..adapter import ChunkMapper
+from ..conformance import REPO_ROOT
 from ..vllm_backend import _parse_sse
 from .common import metric, print_results, ratio, results_document, write_results
 
 TARGET_RATE = 200_000.0
 MAX_FLOOR_RATIO = 2.0
-FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "vllm"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "vllm"
 
 #: a vLLM 0.2x streamed content chunk, as vLLM serialises it (pydantic compact JSON)
 LITERAL_CHUNK: dict[str, Any] = {
@@ -94,7 +95,7 @@ def load_chunks(path: Path | None) -> tuple[list[dict[str, Any]], str]:
         raise SystemExit(f"vllm-nnrp bench mapper: {source}: no streamed content chunks")
     # recorded in the results: relative to the checkout when it lies in it (portable evidence)
     with contextlib.suppress(ValueError):
-        return chunks, source.resolve().relative_to(FIXTURES.parents[2]).as_posix()
+        return chunks, source.resolve().relative_to(REPO_ROOT).as_posix()
     return chunks, str(source)
 
 
