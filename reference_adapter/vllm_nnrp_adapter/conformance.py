@@ -329,6 +329,7 @@ def stop_process_group(
     seen earlier that may have died before (a killed engine core).
     """
     pids = set(known_pids) | set(_process_tree(proc.pid))
+    shm = shm_files_in_use(pids)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -336,16 +337,20 @@ def stop_process_group(
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    remove_leftovers(sorted(pids))
+    remove_leftovers(sorted(pids), shm)
     return proc.returncode
 
 
-def remove_leftovers(pids: Sequence[int]) -> list[Path]:
+def remove_leftovers(pids: Sequence[int], shm: Iterable[Path] = ()) -> list[Path]:
     """Remove the shared-memory files our stopped processes registered and could not remove.
 
     The Intel OpenMP runtime (preloaded for vLLM's CPU worker) registers each process as
     ``/dev/shm/__KMP_REGISTERED_LIB_<pid>_<n>`` and removes it only at a clean exit; a
-    killed engine core leaves it. Only files named after our own, now stopped, pids go.
+    killed engine core leaves it. vLLM's engine core and worker share a ring buffer and
+    semaphores (``psm_*``, ``sem.mp-*``) that a killed process leaves too; those are the
+    ``shm`` files our processes had open before they were stopped (:func:`shm_files_in_use`).
+    Only files named after our own stopped pids, or that our processes had open and no live
+    process holds any more, go.
     """
     removed = []
     for pid in pids:
@@ -353,7 +358,32 @@ def remove_leftovers(pids: Sequence[int]) -> list[Path]:
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed.append(path)
+    left = {path for path in shm if path.exists()}
+    if left:
+        left -= shm_files_in_use(int(e) for e in os.listdir("/proc") if e.isdigit())
+    for path in sorted(left):
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
     return removed
+
+
+def shm_files_in_use(pids: Iterable[int]) -> set[Path]:
+    """The ``/dev/shm`` files processes ``pids`` hold open or mapped (unlinked ones left out)."""
+    out: set[Path] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("/dev/shm/") and not target.endswith(" (deleted)"):
+                        out.add(Path(target))
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                at = line.find("/dev/shm/")
+                if at >= 0 and not line.rstrip().endswith("(deleted)"):
+                    out.add(Path(line[at:].rstrip()))
+    return out
 
 
 def listening_tcp_ports(pid: int) -> set[int]:

@@ -25,6 +25,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -152,4 +153,6 @@ def _close_at_exit() -> None:
     with contextlib.suppress(Exception):
         names = close_all()
         if names:
-            log.warning("closed %d nnrp-py object(s) left open at exit: %s", len(names), names)
+            # counted by kind: an interrupted run can leave hundreds of the same connection
+            kinds = ", ".join(f"{n} × {what}" for what, n in Counter(names).most_common())
+            log.warning("closed %d nnrp-py object(s) left open at exit: %s", len(names), kinds)
