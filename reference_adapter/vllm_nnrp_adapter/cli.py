@@ -56,6 +56,14 @@ def _serve_parser() -> argparse.ArgumentParser:
         help="per-connection limit on operations in flight",
     )
     p.add_argument(
+        "--nnrp-busy-poll-budget",
+        type=_polls_per_s,
+        default=None,
+        metavar="POLLS_PER_S",
+        help="polls a second shared by the sessions with work in flight; beyond it each polls "
+        "less often (default 1000; 0: no budget)",
+    )
+    p.add_argument(
         "--nnrp-allow-request-field",
         action="append",
         default=[],
@@ -95,6 +103,16 @@ def _serve_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _polls_per_s(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not 0 or a positive number of polls")
+    return number
+
+
 def cmd_serve(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         _serve_parser().print_help()
@@ -115,6 +133,7 @@ def cmd_serve(argv: Sequence[str]) -> int:
         manifest_path=opts.nnrp_manifest or default_manifest_path(),
         max_envelope_bytes=opts.nnrp_max_envelope_bytes,
         max_in_flight=opts.nnrp_max_in_flight,
+        busy_poll_budget=opts.nnrp_busy_poll_budget,
         allowed_request_fields=tuple(opts.nnrp_allow_request_field),
         echo_text_in_diagnostics=opts.nnrp_echo_text_in_diagnostics,
         metrics_port=opts.nnrp_metrics_port,

@@ -11,7 +11,9 @@ Pumping (docs/wire-pump.md): nnrp-py serialises calls per session and has no wak
 poll (an idle poll blocks sends ~2 ms), so one thread per session owns the session: it
 sends whatever the handlers queued and polls only when the next event is not imminent
 (right after a send on a slow stream, every ``hot_poll_interval_ms`` on a fast one, and
-continuously when no operation is in flight). Handlers run on the caller's event loop;
+continuously when no operation is in flight). The sessions with work in flight share one
+budget of polls a second (``busy_poll_budget_per_s``), so thousands of sessions waiting on the
+engine do not spend its CPU on polls. Handlers run on the caller's event loop;
 a bounded per-operation queue between them and the pump is the flow control.
 """
 
@@ -73,6 +75,13 @@ _SESSION_IDLE_POLL_MS = 1000
 # While incoming frames keep arriving (a burst of cancels or submits), sends between two
 # polls stop after this long, so the last frame of a burst is not 50 ms per frame away.
 _BURST_SEND_SLICE_NS = 2_000_000
+# Polls a second that every session with an operation in flight share, at most. A poll costs
+# 100-300 us of CPU here whether or not a frame comes, and a session waiting on the engine polls
+# every idle_poll_interval_ms (20 ms) for cancels: 512 such sessions spent the adapter's CPU on
+# 25,600 polls a second and starved the engine (bench capacity, docs/performance.md). Up to
+# budget × interval busy sessions (20 at 20 ms) nothing changes; beyond, each polls less often,
+# so a cancel of a silent operation is seen within busy_sessions / budget seconds.
+_BUSY_POLL_BUDGET_PER_S = 1000.0
 _GONE_THRESHOLD = 32  # consecutive 3/4/105 polls that mean the peer is gone (notes §7)
 _ABORT_HOOK_TIMEOUT_S = 2.0
 # one native accept wait; also how long a stopping server may wait for its accept thread
@@ -271,6 +280,7 @@ class _SessionPump:
         self.last_batch_ns = 0
         self.batch_open = False  # loop side: this loop iteration has queued an event
         self.pump_waiting = False  # the pump sleeps on cond (set and read under its lock)
+        self.counted_busy = False  # pump side: this session is in server.busy_sessions
         self.thread = threading.Thread(
             target=self._run, name=f"nnrp-session-{self.session_id}", daemon=True
         )
@@ -320,6 +330,13 @@ class _SessionPump:
             self.cond.notify()
 
     # --- pump thread ---------------------------------------------------------------------------
+    def _note_busy(self) -> None:
+        """Keep server.busy_sessions in step with whether this session has work in flight."""
+        busy = bool(self.ops) and not self.stop
+        if busy != self.counted_busy:
+            self.counted_busy = busy
+            self.server._busy_changed(1 if busy else -1)
+
     def _run(self) -> None:
         cfg = self.server
         last_poll_ns = 0
@@ -327,27 +344,28 @@ class _SessionPump:
         got_event = False
         try:
             while not self.stop:
+                self._note_busy()
+                share_ns = cfg.busy_poll_share_ns()
+                hot_interval_ns = max(cfg.hot_poll_interval_ns, share_ns)
+                idle_interval_ns = max(cfg.idle_poll_interval_ns, share_ns)
                 # Sending yields to the poll schedule: with fast producers the ready queue
                 # never drains, and a pump that only polls once it does never sees a cancel.
                 sent_any = self._send_ready(
-                    last_poll_ns + (_BURST_SEND_SLICE_NS if got_event else cfg.hot_poll_interval_ns)
+                    last_poll_ns + (_BURST_SEND_SLICE_NS if got_event else hot_interval_ns)
                 )
                 now = time.perf_counter_ns()
                 if self.ops and not got_event:
                     hot = self.gap_ewma_ns < cfg.poll_cost_ns
                     since = now - last_poll_ns
+                    interval_ns = hot_interval_ns if hot else idle_interval_ns
                     if sent_any and not hot:
                         due = (
                             since >= cfg.poll_cost_ns
                         )  # the next event is further away than a poll
                     else:
-                        due = since >= (
-                            cfg.hot_poll_interval_ns if hot else cfg.idle_poll_interval_ns
-                        )
+                        due = since >= interval_ns
                     if not due:
-                        wait_s = (
-                            (cfg.hot_poll_interval_ns if hot else cfg.idle_poll_interval_ns) - since
-                        ) / 1e9
+                        wait_s = (interval_ns - since) / 1e9
                         with self.cond:
                             if not self.ready and not self.stop:
                                 self.pump_waiting = True
@@ -402,6 +420,9 @@ class _SessionPump:
             log.exception("session %s pump failed", self.session_id)
             self._peer_gone("pump failure")
         finally:
+            if self.counted_busy:
+                self.counted_busy = False
+                self.server._busy_changed(-1)
             self.server._session_ended(self)
 
     def _send_ready(self, poll_due_ns: int) -> bool:
@@ -640,6 +661,7 @@ class NnrpServer:
         idle_poll_interval_ms: float = 20.0,
         session_idle_poll_ms: int = _SESSION_IDLE_POLL_MS,
         poll_cost_ms: float = 2.5,
+        busy_poll_budget_per_s: float = _BUSY_POLL_BUDGET_PER_S,
         abort_hook_timeout: float = _ABORT_HOOK_TIMEOUT_S,
         tcp_nodelay: bool = True,
     ) -> None:
@@ -651,6 +673,9 @@ class NnrpServer:
         self.hot_poll_interval_ns = int(hot_poll_interval_ms * 1e6)
         self.idle_poll_interval_ns = int(idle_poll_interval_ms * 1e6)
         self.poll_cost_ns = int(poll_cost_ms * 1e6)
+        self.busy_poll_budget_per_s = busy_poll_budget_per_s
+        self.busy_sessions = 0  # sessions with an operation in flight (their pumps count)
+        self._busy_lock = threading.Lock()
         self.session_idle_poll_ms = max(1, int(session_idle_poll_ms))
         self.abort_hook_timeout = abort_hook_timeout
         self.tcp_nodelay = tcp_nodelay and self.endpoint.transport in ("tcp", "websocket")
@@ -775,6 +800,17 @@ class NnrpServer:
         self.sessions[sess.connection_id] = sess
         self.stats["sessions"] += 1
         sess.thread.start()
+
+    def _busy_changed(self, delta: int) -> None:
+        with self._busy_lock:
+            self.busy_sessions += delta
+
+    def busy_poll_share_ns(self) -> int:
+        """The poll interval below which the busy sessions together would exceed the budget
+        (0 without a budget)."""
+        if self.busy_poll_budget_per_s <= 0:
+            return 0
+        return int(self.busy_sessions * 1e9 / self.busy_poll_budget_per_s)
 
     def _session_ended(self, sess: _SessionPump) -> None:
         self.sessions.pop(sess.connection_id, None)

@@ -40,6 +40,8 @@ class ServeConfig:
     manifest_path: Path | None = None
     max_envelope_bytes: int | None = None
     max_in_flight: int | None = None
+    #: polls a second the busy sessions share (None: the server's default, 0: no budget)
+    busy_poll_budget: float | None = None
     allowed_request_fields: tuple[str, ...] = ()
     echo_text_in_diagnostics: bool = False
     metrics_port: int | None = None
@@ -87,6 +89,8 @@ async def nnrp_serving(
         server_kwargs["max_envelope_bytes"] = config.max_envelope_bytes
     if config.max_in_flight is not None:
         server_kwargs["max_in_flight_per_connection"] = config.max_in_flight
+    if config.busy_poll_budget is not None:
+        server_kwargs["busy_poll_budget_per_s"] = config.busy_poll_budget
     metrics = None
     if config.metrics_port is not None:
         metrics = start_metrics_server(recorder, config.metrics_port)

@@ -111,6 +111,13 @@ def _positive_float(value: str) -> float:
     return number
 
 
+def _non_negative_float(value: str) -> float:
+    number = float(value.strip())
+    if not number >= 0:
+        raise ValueError("must be 0 or a positive number")
+    return number
+
+
 def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
@@ -132,6 +139,7 @@ _SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "READY_FILE": ("ready_file", _path),
     "MAX_ENVELOPE_BYTES": ("max_envelope_bytes", _positive_int),
     "MAX_IN_FLIGHT": ("max_in_flight", _positive_int),
+    "BUSY_POLL_BUDGET": ("busy_poll_budget", _non_negative_float),
     "ALLOW_REQUEST_FIELD": ("allowed_request_fields", _names),
     "ECHO_TEXT_IN_DIAGNOSTICS": ("echo_text_in_diagnostics", _flag),
     "METRICS_PORT": ("metrics_port", _port),

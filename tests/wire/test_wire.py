@@ -453,3 +453,35 @@ async def test_killed_client_process_aborts_handler() -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
+
+
+async def test_busy_sessions_share_one_poll_budget_and_still_see_their_cancels() -> None:
+    """Sessions with an operation in flight are counted, and uncounted when it ends or when the
+    session goes with it in flight; under a budget of 10 polls a second four sessions waiting
+    on a silent handler poll every 400 ms each, and every cancel is still answered by the
+    server (its drop, not the client's local grace)."""
+    rec = Recorder()
+    async with NnrpServer(make_handler(rec), busy_poll_budget_per_s=10) as srv:
+        clients = [await NnrpClient.connect(srv.address) for _ in range(4)]
+        try:
+            ops = [await c.submit(env({"mode": "silent"}), timeout=30) for c in clients]
+            with anyio.fail_after(10):
+                while srv.busy_sessions < 4:
+                    await anyio.sleep(0.01)
+            assert srv.busy_poll_share_ns() == 400_000_000
+            for op in ops[:3]:
+                await op.cancel()
+            for op in ops[:3]:
+                with anyio.fail_after(10):
+                    term = await op.result()
+                assert term.outcome == contract.TERMINAL_CANCELLED
+                assert term.delivery == "result_drop", term
+            with anyio.fail_after(10):
+                while srv.busy_sessions != 1:
+                    await anyio.sleep(0.01)
+        finally:
+            for c in clients:
+                await c.aclose()
+        with anyio.fail_after(10):
+            while srv.busy_sessions:
+                await anyio.sleep(0.01)
