@@ -13,6 +13,8 @@ repeats, with machine and versions recorded.
 * ``parity``: vLLM's own HTTP/SSE server against the adapter over NNRP, same engine,
   interleaved rounds, with CPU per 1,000 tokens of each serving process.
 * ``idle``: the server binding's CPU while 1, 32 and 256 sessions sit idle.
+* ``capacity``: the most concurrent streaming sessions the adapter serves without an error
+  (real vLLM), with its CPU, threads and memory at each step.
 * ``hotpath``: a py-spy profile of the serving process under load, CPU per token by category.
 """
 
@@ -31,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "parity": "HTTP/SSE (vllm serve) vs NNRP adapter on the same engine, interleaved",
     "hotpath": "py-spy profile of the serving process: CPU per token by category",
     "idle": "server binding CPU with 1/32/256 idle sessions",
+    "capacity": "most concurrent streaming sessions served without an error (real vLLM)",
 }
 
 
