@@ -49,6 +49,7 @@ from nnrp_conformance.wire.pump import (
     detail_code,
     parse_address,
     status_text,
+    unreachable_reason,
 )
 
 __all__ = ["NnrpClient", "NnrpClientError", "Operation", "RawFrame", "ReceivedEvent", "Terminal"]
@@ -383,7 +384,10 @@ class NnrpClient:
             ) from None
         except NativeRuntimeError as exc:
             await self._drop_connection()
-            raise NnrpClientError(f"connect to {target}: {status_text(exc)}: {exc}") from None
+            reason = await anyio.to_thread.run_sync(unreachable_reason, endpoint)
+            raise NnrpClientError(
+                reason or f"connect to {target}: {status_text(exc)}: {exc}"
+            ) from None
         except OSError as exc:
             await self._drop_connection()
             raise NnrpClientError(f"connect to {target}: {exc}") from None

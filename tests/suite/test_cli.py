@@ -86,7 +86,7 @@ def test_unreachable_target_exits_3(tmp_path: Path, endpoint: Any) -> None:
     proc = cli(tmp_path, "run", "--target", "127.0.0.1:9", "--manifest",
                str(endpoint.manifest), "--connect-timeout", "2")
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
+    assert "nothing listening on 127.0.0.1:9" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_plan_writes_the_plan_without_running(tmp_path: Path, endpoint: Any) -> None:

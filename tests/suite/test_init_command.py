@@ -78,7 +78,8 @@ def test_init_unreachable_target_writes_nothing(tmp_path: Path,
     out = tmp_path / "manifest.json"
     target = f"127.0.0.1:{_closed_port()}"
     assert _run("--target", target, "--out", str(out), "--connect-timeout", "5") == 3
-    assert "cannot connect" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and f"nothing listening on {target}" in err
     assert not out.exists() and not init.review_path(out).exists()
 
 

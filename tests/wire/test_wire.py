@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from nnrp_conformance import contract
-from nnrp_conformance.client import NnrpClient
+from nnrp_conformance.client import NnrpClient, NnrpClientError
 from nnrp_conformance.wire import nodelay
 from nnrp_conformance.wire.codec import RawFrame, dump_json
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
@@ -418,7 +418,7 @@ async def test_bulk_stream_stays_complete_when_a_neighbour_is_cancelled() -> Non
 
 CLIENT_SCRIPT = """
 import anyio, sys
-from nnrp_conformance.client import NnrpClient
+from nnrp_conformance.client import NnrpClient, NnrpClientError
 async def main():
     c = await NnrpClient.connect(sys.argv[1])
     op = await c.submit({"schema_version": "openai-compatible/1", "operation": "chat.completions.create",
@@ -485,3 +485,24 @@ async def test_busy_sessions_share_one_poll_budget_and_still_see_their_cancels()
         with anyio.fail_after(10):
             while srv.busy_sessions:
                 await anyio.sleep(0.01)
+
+
+async def test_connecting_to_nothing_says_nothing_listens(tmp_path: Path) -> None:
+    """A refused connect names the address in words, not nnrp-py's internal status code; an
+    address where something listens but speaks no NNRP keeps the runtime's own account."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for target, shown in ((f"127.0.0.1:{port}", f"127.0.0.1:{port}"),
+                          (f"ipc://{tmp_path}/none.sock", f"{tmp_path}/none.sock")):
+        with pytest.raises(NnrpClientError) as exc:
+            await NnrpClient.connect(target, connect_timeout=5)
+        assert str(exc.value) == f"nothing listening on {shown}"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        with pytest.raises(NnrpClientError) as exc:
+            await NnrpClient.connect(f"127.0.0.1:{listener.getsockname()[1]}", connect_timeout=3)
+        assert "nothing listening" not in str(exc.value)

@@ -40,7 +40,15 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
 
-from .common import median, metric, percentile, print_results, results_document, write_results
+from .common import (
+    add_adapter_choice,
+    median,
+    metric,
+    percentile,
+    print_results,
+    results_document,
+    write_results,
+)
 from .proc_cpu import TreeCpu, tree_cpu
 from .vllm import chat_envelope, engine_info, engine_settled, load_average, run_stream
 
@@ -307,9 +315,7 @@ def main(argv: Sequence[str]) -> int:
         description="The most concurrent streaming sessions the adapter serves without an "
         "error, on real vLLM (tiny local model).",
     )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--vllm-version", default=None, help="cached vLLM venv (default current)")
-    where.add_argument("--target", default=None, help="an adapter already serving at HOST:PORT")
+    add_adapter_choice(p)
     p.add_argument("--sessions", default=",".join(map(str, STEPS)), help="steps, ascending")
     p.add_argument("--answers", type=int, default=2, help="answers streamed by each session")
     p.add_argument(

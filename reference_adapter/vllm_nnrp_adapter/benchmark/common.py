@@ -8,6 +8,7 @@ metric names for the release gate come from ``nnrp_conformance.gate.requirements
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -26,6 +27,7 @@ from nnrp_conformance import validation
 
 __all__ = [
     "BenchmarkError",
+    "add_adapter_choice",
     "cores",
     "cpu_name",
     "machine_info",
@@ -275,3 +277,17 @@ def print_results(doc: Mapping[str, Any], console: Console | None = None) -> Non
         console.print(f"  {r['name']} = {r['numerator']} / {r['denominator']}", markup=False)
     for note in doc.get("notes", ()):
         console.print(f"  {note}", markup=False)
+
+
+def add_adapter_choice(p: argparse.ArgumentParser) -> None:
+    """``--vllm-version`` (start the adapter here) or ``--target`` (one already serving): the
+    choice every real-vLLM benchmark that can measure someone else's adapter offers."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--vllm-version",
+        default=None,
+        help="start the adapter on this cached vLLM venv (default: current line)",
+    )
+    where.add_argument(
+        "--target", default=None, help="measure an adapter already serving at HOST:PORT instead"
+    )

@@ -36,7 +36,15 @@ from nnrp_conformance.gate.requirements import (
 )
 from nnrp_conformance.gate.smoke import sequence_problems
 
-from .common import median, metric, percentile, print_results, results_document, write_results
+from .common import (
+    add_adapter_choice,
+    median,
+    metric,
+    percentile,
+    print_results,
+    results_document,
+    write_results,
+)
 
 __all__ = [
     "SMOKE_CHECKS_FILE",
@@ -872,15 +880,7 @@ def main(argv: Sequence[str]) -> int:
         description="Streaming latency, cancellation latency and the e2e smoke of the adapter "
         "on real vLLM (the tiny local model), over NNRP on loopback.",
     )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument(
-        "--vllm-version",
-        default=None,
-        help="start the adapter on this cached vLLM venv (default: current line)",
-    )
-    where.add_argument(
-        "--target", default=None, help="measure an adapter already serving at HOST:PORT instead"
-    )
+    add_adapter_choice(p)
     p.add_argument(
         "--model",
         default=None,

@@ -1,7 +1,7 @@
 """Helpers both pumps share (client and the adapter's server binding).
 
 Owns: parsing a target/listen address into nnrp-py options (one transport per address,
-chosen by scheme), triage of nnrp-py's status codes (stale event vs dead peer), and the
+chosen by scheme), saying why an address could not be reached (nothing listening), triage of nnrp-py's status codes (stale event vs dead peer), and the
 small thread→event-loop channel the pumps use to hand events to anyio code.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,43 @@ def parse_address(address: str, *, default_host: str = "127.0.0.1") -> Endpoint:
     shown = f"[{host}]" if ":" in host else host
     suffix = parts.path if transport == "websocket" else ""
     return Endpoint(transport, f"{scheme}://{shown}:{port}{suffix}", host, port, policy)
+
+
+def unreachable_reason(endpoint: Endpoint, timeout: float = 1.0) -> str | None:
+    """Why a connect to ``endpoint`` failed, told by a plain socket, or None if it cannot tell.
+
+    nnrp-py reports a refused connection as an internal error with a detail code; a plain
+    TCP (or Unix socket) connect says it in words. Only called after a failed connect, so a
+    probe of a port that does listen costs one accepted-and-closed connection."""
+    if endpoint.transport == "ipc":
+        path = endpoint.provider_uri.removeprefix("unix://")
+        family, where, shown = socket.AF_UNIX, path, path
+    elif endpoint.transport in ("tcp", "websocket") and endpoint.port:
+        family, where = (
+            socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET,
+            (
+                endpoint.host,
+                endpoint.port,
+            ),
+        )
+        shown = (
+            f"[{endpoint.host}]:{endpoint.port}"
+            if ":" in endpoint.host
+            else (f"{endpoint.host}:{endpoint.port}")
+        )
+    else:
+        return None  # quic is UDP: a probe cannot tell
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.settimeout(timeout)
+            probe.connect(where)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return f"nothing listening on {shown}"
+    except TimeoutError:
+        return f"no answer from {shown} within {timeout:g} s"
+    except OSError as exc:
+        return f"cannot reach {shown}: {exc.strerror or exc}"
+    return None
 
 
 def server_options(endpoint: Endpoint, **kwargs: Any) -> NativeServerBootstrapOptions:
