@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from .benchmark import proc_cpu
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE_ROOT = Path(os.environ.get("NNRP_CACHE", Path.home() / ".cache" / "nnrp-conformance"))
@@ -271,14 +272,7 @@ class AdapterProcess:
         """Resident memory of the adapter and every process it started (the engine core)."""
         if not self._proc:
             return 0
-        total = 0
-        for pid in _process_tree(self._proc.pid):
-            try:
-                with open(f"/proc/{pid}/statm") as f:
-                    total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            except OSError:
-                continue
-        return total
+        return sum(proc_cpu.rss_bytes(pid) or 0 for pid in _process_tree(self._proc.pid))
 
     def listeners(self) -> dict[int, set[int]]:
         """Listening TCP ports of the adapter and every process it started, by pid."""

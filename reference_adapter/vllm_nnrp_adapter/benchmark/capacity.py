@@ -26,7 +26,6 @@ already serves (``--target HOST:PORT``, no CPU figures then: its pid is not ours
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
@@ -49,7 +48,7 @@ from .common import (
     results_document,
     write_results,
 )
-from .proc_cpu import TreeCpu, tree_cpu
+from .proc_cpu import TreeCpu, rss_bytes, thread_count, tree_cpu
 from .vllm import chat_envelope, engine_info, engine_settled, load_average, run_stream
 
 __all__ = ["main"]
@@ -131,15 +130,6 @@ async def _connect(address: str, n: int, step: Step) -> list[NnrpClient]:
     return clients
 
 
-def _threads_and_rss(pid: int) -> tuple[int | None, int | None]:
-    try:
-        threads = len(os.listdir(f"/proc/{pid}/task"))
-        with open(f"/proc/{pid}/statm") as fh:
-            rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return None, None
-    return threads, rss
-
 
 def chat_request(model: str | None) -> Callable[[], dict[str, Any]]:
     """The request every session streams: a greedy chat answer of MAX_TOKENS tokens."""
@@ -169,7 +159,7 @@ async def run_step(
         if pid:
             assert before is not None
             step.server = tree_cpu(pid).since(before)
-            step.threads, step.rss_bytes = _threads_and_rss(pid)
+            step.threads, step.rss_bytes = thread_count(pid), rss_bytes(pid)
     finally:
         for client in clients:
             with anyio.move_on_after(10):

@@ -9,17 +9,20 @@ metric names for the release gate come from ``nnrp_conformance.gate.requirements
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
 import platform
 import statistics
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 from rich.console import Console
 from rich.table import Table
 
@@ -42,6 +45,29 @@ __all__ = [
     "versions_info",
     "write_results",
 ]
+
+
+T = TypeVar("T")
+
+
+async def run_concurrent(
+    n: int, concurrency: int, one: Callable[[int], Awaitable[T]]
+) -> tuple[list[T], float]:
+    """``n`` calls of ``one(worker)`` from ``concurrency`` workers, closed loop (a worker
+    starts its next call when its last one ends; each call is taken by exactly one worker);
+    returns (results in completion order, wall seconds)."""
+    counter = itertools.count()
+    results: list[T] = []
+
+    async def worker(w: int) -> None:
+        while next(counter) < n:
+            results.append(await one(w))
+
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for w in range(max(1, concurrency)):
+            tg.start_soon(worker, w)
+    return results, time.perf_counter() - t0
 
 
 class BenchmarkError(ValueError):

@@ -19,7 +19,6 @@ server's CPU during the other's round is reported too (what it takes from the ma
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from .common import (
     print_results,
     ratio,
     results_document,
+    run_concurrent,
     write_results,
 )
 from .http_sse import (
@@ -147,23 +147,6 @@ def http_body(model: str, content: str) -> dict[str, Any]:
     body["stream_options"] = {"include_usage": True}
     return body
 
-
-async def run_concurrent(
-    n: int, concurrency: int, one: Callable[[int], Awaitable[RequestSample]]
-) -> tuple[list[RequestSample], float]:
-    """``n`` requests from ``concurrency`` workers (closed loop); (samples, wall seconds)."""
-    counter = itertools.count()
-    samples: list[RequestSample] = []
-
-    async def worker(w: int) -> None:
-        while next(counter) < n:
-            samples.append(await one(w))
-
-    t0 = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for w in range(concurrency):
-            tg.start_soon(worker, w)
-    return samples, time.perf_counter() - t0
 
 
 async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSample:

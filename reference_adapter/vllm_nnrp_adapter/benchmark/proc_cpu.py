@@ -1,6 +1,6 @@
-"""CPU time of a serving process and of the processes it started, read from ``/proc``.
+"""CPU time, memory and threads of a serving process and its children, read from ``/proc``.
 
-Owns one fact: how many CPU seconds (user + system, every thread, exited threads included)
+Owns the ``/proc`` readings the benchmarks and the adapter's tooling take. The main fact: how many CPU seconds (user + system, every thread, exited threads included)
 a process tree spent between two readings. A server under test is split into its *serving*
 process (the root: ``vllm serve``'s API server, or the adapter) and its *engine* (every
 descendant: vLLM's engine core). ``/proc/PID/stat`` accumulates the time of a process's
@@ -14,9 +14,35 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["TreeCpu", "cpu_seconds", "descendants", "thread_cpu_seconds", "tree_cpu"]
+__all__ = [
+    "TreeCpu",
+    "cpu_seconds",
+    "descendants",
+    "rss_bytes",
+    "thread_count",
+    "thread_cpu_seconds",
+    "tree_cpu",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of process ``pid`` in bytes (``/proc/PID/statm``), or None if gone."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except OSError:
+        return None
+
+
+def thread_count(pid: int) -> int | None:
+    """How many threads process ``pid`` has now, or None if it is gone."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
 
 
 def cpu_seconds(pid: int) -> float | None:

@@ -48,6 +48,8 @@ from rich.table import Table
 
 from nnrp_conformance import contract
 
+from .proc_cpu import rss_bytes
+
 __all__ = ["SyntheticBackend", "main"]
 
 MODEL = "soak-model"
@@ -167,8 +169,7 @@ def _text(tokens: int) -> str:
 
 
 def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return rss_bytes(os.getpid()) or 0
 
 
 class _Mallinfo2(ctypes.Structure):

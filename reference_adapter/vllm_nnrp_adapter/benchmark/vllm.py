@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from .common import (
     percentile,
     print_results,
     results_document,
+    run_concurrent,
     write_results,
 )
 
@@ -399,20 +400,14 @@ async def cancellation_latency(
     samples: list[StreamSample] = []
     per_repeat: list[float] = []
 
-    async def cancel_each(todo: Iterator[int], into: list[StreamSample]) -> None:
-        for _ in todo:  # shared by the workers: each request is taken by exactly one
-            # the timing hint makes the adapter stamp when its answer ended (_lost_race)
-            env = chat_envelope(
-                max_tokens=plan.cancel_max_tokens, model=model, nnrp={TIMING_HINT: True}
-            )
-            into.append(await run_stream(client, env, cancel_after=plan.cancel_after))
+    async def cancel_one(_worker: int) -> StreamSample:
+        # the timing hint makes the adapter stamp when its answer ended (_lost_race)
+        env = chat_envelope(max_tokens=plan.cancel_max_tokens, model=model, nnrp={TIMING_HINT: True})
+        return await run_stream(client, env, cancel_after=plan.cancel_after)
 
     for _ in range(plan.repeats):
-        mine: list[StreamSample] = []
-        todo = iter(range(plan.cancel_requests))
-        async with anyio.create_task_group() as tg:
-            for _ in range(max(1, min(concurrency, plan.cancel_requests))):
-                tg.start_soon(cancel_each, todo, mine)
+        workers = min(concurrency, plan.cancel_requests)
+        mine, _wall = await run_concurrent(plan.cancel_requests, workers, cancel_one)
         lat = cancel_summary(mine)["latencies_ms"]
         if lat:
             per_repeat.append(median(lat))
