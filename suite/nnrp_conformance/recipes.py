@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, rules, validation
 
 __all__ = [
     "RECIPE_SUFFIXES",
@@ -153,8 +153,6 @@ def _parse(path: Path) -> tuple[Any, list[RecipeProblem]]:
 
 
 def _schema_problems(path: Path, data: Any) -> list[RecipeProblem]:
-    from nnrp_conformance import validation  # imported late: validation loads every schema
-
     return [
         RecipeProblem(path, v.pointer, f"{v.message} [{v.rule}]")
         for v in validation.validate("recipe", data)
@@ -170,17 +168,8 @@ def _semantic_problems(path: Path, data: dict[str, Any]) -> list[RecipeProblem]:
             problems.append(RecipeProblem(
                 path, f"/expect/events/{i}/max_count",
                 f"max_count {hi} is smaller than min_count {lo}"))
-    from nnrp_conformance.checks import NAMED_CHECKS
-
-    for i, name in enumerate(data.get("checks") or ()):
-        if name not in NAMED_CHECKS:
-            problems.append(RecipeProblem(
-                path, f"/checks/{i}", f"unknown check {name!r} (known: "
-                f"{', '.join(sorted(NAMED_CHECKS))})"))
     beyond = data.get("beyond_profile")
     if isinstance(beyond, dict) and isinstance(beyond.get("rule"), str):
-        from nnrp_conformance import rules
-
         rule = rules.lookup(beyond["rule"])
         if rule is None or rule.tag != rules.TAG_RECOMMENDATION or rule.id != beyond["rule"]:
             problems.append(RecipeProblem(

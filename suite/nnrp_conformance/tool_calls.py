@@ -2,7 +2,7 @@
 then exactly one completed or error, nothing after it, and completed.arguments equal to
 the concatenated deltas when there were deltas.
 
-Both the case verdicts (``checks.check_tool_calls``) and the release smoke (through
+Both the case verdicts (``checks.sequence.check_tool_calls``) and the release smoke (through
 ``checks.judge_recorded``) read this; nothing else restates it. Where the two former copies
 disagreed (issue 14), the answer kept is:
 

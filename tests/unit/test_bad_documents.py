@@ -462,7 +462,8 @@ BAD: dict[str, Bad] = {
         "recipe",
         upstream("chat-streaming-text.json"),
         setp("/checks", ["Event Schema"]),
-        [("/checks/0", "pattern")],
+        # the named checks are listed in the schema (recipes.py asks no module for them)
+        [("/checks/0", "enum")],
     ),
     # --- plan, results, report, benchmark
     "plan-missing-artifacts": Bad(

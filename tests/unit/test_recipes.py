@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, validation
+from nnrp_conformance.checks import NAMED_CHECKS
 from nnrp_conformance.recipes import (
     RecipeError,
     bundled_recipes_dir,
@@ -187,15 +188,22 @@ def test_same_file_twice_is_loaded_once(tmp_path: Path) -> None:
 
 
 def test_unknown_check_and_contradicting_counts(tmp_path: Path) -> None:
-    doc = _minimal(checks=["no-such-check"])
-    doc["expect"]["events"][0].update(min_count=3, max_count=1)
-    f = tmp_path / "c.json"
-    f.write_text(json.dumps(doc))
+    unknown = _minimal(checks=["no-such-check"])
+    counts = _minimal()
+    counts["expect"]["events"][0].update(min_count=3, max_count=1)
+    (tmp_path / "c.json").write_text(json.dumps(unknown))
+    (tmp_path / "d.json").write_text(json.dumps(counts))
     with pytest.raises(RecipeError) as info:
-        load_recipes([f])
+        load_recipes([tmp_path])
     text = str(info.value)
-    assert "/checks/0: unknown check 'no-such-check'" in text and "/expect/events/0/max_count" \
-        in text
+    # the legal names are data of recipe.schema.json: the schema names them
+    assert "c.json: /checks/0" in text and '"no-such-check"' in text and '"usage-shape"' in text
+    assert "d.json: /expect/events/0/max_count" in text
+
+
+def test_the_schema_lists_exactly_the_named_checks() -> None:
+    schema = validation.load_schema("recipe")
+    assert sorted(schema["properties"]["checks"]["items"]["enum"]) == sorted(NAMED_CHECKS)
 
 
 def test_missing_path_and_empty_dir(tmp_path: Path) -> None:

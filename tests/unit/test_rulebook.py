@@ -105,7 +105,7 @@ def _reported_ids() -> set[str]:
         text = path.read_text()
         ids |= set(re.findall(r'(?:ctx\.fail|ctx\.note|Finding)\(\s*"([a-z][a-z0-9_.\-]+)"',
                               text))
-        # the client's wire findings are reported as wire.<id> (checks.check_wire)
+        # the client's wire findings are reported as wire.<id> (checks.stream.check_wire)
         ids |= {i if i.startswith("wire.") else f"wire.{i}" for i in re.findall(
             r'(?:\.finding|WireViolation)\(\s*"([a-z][a-z0-9_.\-]+)"', text)}
     return ids

@@ -315,7 +315,7 @@ def test_recipe_with_all_our_additions_is_valid() -> None:
             "rule": "spec §3 exactly one typed payload frame",
             "level": 1,
             "timeout_ms": 10_000,
-            "checks": ["event_schema", "tool_call.lifecycle"],
+            "checks": ["usage-shape", "text-order"],
         }
     )
     recipe["request"].update(

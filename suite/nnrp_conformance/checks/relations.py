@@ -19,54 +19,41 @@ comes from and its rule id). Each reads only the observed events of one operatio
 * ``capability.behaviour``: the endpoint does only what its capability document says (no tool
   calls from an operation documented without them; answers name a model the document lists).
 
-Each check is called by ``checks.judge`` like every always-on check; nothing else judges these.
+Each check is called by :func:`checks.judge` (``checks/judge.py``) like every always-on
+check; nothing else judges these.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nnrp_conformance import contract
-
-if TYPE_CHECKING:
-    from nnrp_conformance.checks import _Ctx
+from nnrp_conformance.checks.context import SPEC, Context, show, type_of
 
 __all__ = ["RELATION_CHECKS"]
-
-_SPEC = contract.SCHEMA_VERSION
-
-
-def _type(event: Any) -> str | None:
-    return event.get("type") if isinstance(event, dict) else None
 
 
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=repr)
-    return text if len(text) <= 300 else text[:300] + "…"
-
-
-def _final_body(ctx: _Ctx) -> dict[str, Any] | None:
+def _final_body(ctx: Context) -> dict[str, Any] | None:
     term = ctx.obs.terminal_event
-    body = term.get("body") if _type(term) == contract.EV_COMPLETED else None
+    body = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
     return body if isinstance(body, dict) and body.get("object") == "chat.completion" else None
 
 
-def check_usage_arithmetic(ctx: _Ctx) -> None:
-    spec = f"{_SPEC} §4 response.usage; OpenAI usage: total_tokens = prompt + completion"
+def check_usage_arithmetic(ctx: Context) -> None:
+    spec = f"{SPEC} §4 response.usage; OpenAI usage: total_tokens = prompt + completion"
     for i, ev in enumerate(ctx.seq):
-        usage = ev.get("usage") if _type(ev) == contract.EV_USAGE else None
+        usage = ev.get("usage") if type_of(ev) == contract.EV_USAGE else None
         if isinstance(usage, dict) and all(_int(usage.get(k)) for k in
                                            ("input_tokens", "output_tokens", "total_tokens")):
             want = usage["input_tokens"] + usage["output_tokens"]
             if usage["total_tokens"] != want:
                 ctx.fail("usage.arithmetic", f"response.usage total_tokens "
                          f"{usage['total_tokens']} is not input_tokens + output_tokens ({want})"
-                         f" — event #{i}: {_show(ev)}", index=i, expected=want,
+                         f" — event #{i}: {show(ev)}", index=i, expected=want,
                          seen=usage["total_tokens"], spec=spec)
     body = _final_body(ctx)
     usage = body.get("usage") if body else None
@@ -80,8 +67,8 @@ def check_usage_arithmetic(ctx: _Ctx) -> None:
                      spec=spec)
 
 
-def check_usage_agreement(ctx: _Ctx) -> None:
-    streamed = [ev.get("usage") for ev in ctx.obs.events if _type(ev) == contract.EV_USAGE]
+def check_usage_agreement(ctx: Context) -> None:
+    streamed = [ev.get("usage") for ev in ctx.obs.events if type_of(ev) == contract.EV_USAGE]
     body = _final_body(ctx)
     final = body.get("usage") if body else None
     if len(streamed) != 1 or not isinstance(streamed[0], dict) or not isinstance(final, dict):
@@ -95,10 +82,10 @@ def check_usage_agreement(ctx: _Ctx) -> None:
         ctx.fail("usage.agreement", f"the streamed response.usage and the completion body's "
                  f"usage disagree: {differ} (streamed, body)", index=ctx.obs.terminal_index,
                  expected=streamed[0], seen=final,
-                 spec=f"{_SPEC} §4 response.usage (the usage summary of the same operation)")
+                 spec=f"{SPEC} §4 response.usage (the usage summary of the same operation)")
 
 
-def check_text_agreement(ctx: _Ctx) -> None:
+def check_text_agreement(ctx: Context) -> None:
     body = _final_body(ctx)
     if body is None or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
@@ -108,7 +95,7 @@ def check_text_agreement(ctx: _Ctx) -> None:
         return
     texts: dict[Any, list[str]] = {}
     for ev in ctx.obs.events:
-        if _type(ev) != contract.EV_OUTPUT_TEXT_DELTA:
+        if type_of(ev) != contract.EV_OUTPUT_TEXT_DELTA:
             continue
         if not (isinstance(ev.get("delta"), str) and _int(ev.get("index"))):
             return  # a malformed delta (event.schema): the streamed text is unknown
@@ -126,14 +113,14 @@ def check_text_agreement(ctx: _Ctx) -> None:
                      f"({len(streamed)} chars) differs from the completion body's "
                      f"message.content ({len(content)} chars)", index=ctx.obs.terminal_index,
                      expected=streamed[:200], seen=content[:200],
-                     spec=f"{_SPEC} §4 output_text.delta and response.completed (one answer, "
+                     spec=f"{SPEC} §4 output_text.delta and response.completed (one answer, "
                      "two representations)")
 
 
-def check_tool_call_identity(ctx: _Ctx) -> None:
+def check_tool_call_identity(ctx: Context) -> None:
     first: dict[str, tuple[int, dict[str, Any]]] = {}
     for i, ev in enumerate(ctx.seq):
-        if _type(ev) not in contract.TOOL_CALL_EVENT_TYPES:
+        if type_of(ev) not in contract.TOOL_CALL_EVENT_TYPES:
             continue
         call = ev.get("call_id")
         if not isinstance(call, str):
@@ -146,8 +133,8 @@ def check_tool_call_identity(ctx: _Ctx) -> None:
             if key in ev and key in ref and ev[key] != ref[key]:
                 ctx.fail("tool-call.identity", f"call {call!r}: {key} {ev[key]!r} differs "
                          f"from {ref[key]!r} on its first event (#{at}) — event #{i}: "
-                         f"{_show(ev)}", index=i, expected=ref[key], seen=ev[key],
-                         spec=f"{_SPEC} §4 tool-call events (one call, one identity)")
+                         f"{show(ev)}", index=i, expected=ref[key], seen=ev[key],
+                         spec=f"{SPEC} §4 tool-call events (one call, one identity)")
                 return
 
 
@@ -158,16 +145,16 @@ _CHUNK_IDENTITY = ("id", "model", "created")
 _BODY_IDENTITY = ("id", "model")
 
 
-def _chunks(ctx: _Ctx) -> list[tuple[int, dict[str, Any]]]:
+def _chunks(ctx: Context) -> list[tuple[int, dict[str, Any]]]:
     return [(i, ev["openai_chunk"]) for i, ev in enumerate(ctx.seq)
             if isinstance(ev, dict) and isinstance(ev.get("openai_chunk"), dict)]
 
 
-def check_completion_identity(ctx: _Ctx) -> None:
+def check_completion_identity(ctx: Context) -> None:
     chunks = _chunks(ctx)
     if not chunks:
         return  # openai_chunk is optional (§4): nothing to compare
-    spec = (f"{_SPEC} §4 openai_chunk (the raw chunks of one completion); OpenAI "
+    spec = (f"{SPEC} §4 openai_chunk (the raw chunks of one completion); OpenAI "
             "chat.completion.chunk: every chunk has the same id and created")
     at, ref = chunks[0]
     for i, chunk in chunks[1:]:
@@ -187,7 +174,7 @@ def check_completion_identity(ctx: _Ctx) -> None:
             return
 
 
-def check_finish_reason_tool_calls(ctx: _Ctx) -> None:
+def check_finish_reason_tool_calls(ctx: Context) -> None:
     body = _final_body(ctx)
     for choice in (body.get("choices") or ()) if body else ():
         if not isinstance(choice, dict) or choice.get("finish_reason") != "tool_calls":
@@ -199,7 +186,7 @@ def check_finish_reason_tool_calls(ctx: _Ctx) -> None:
             # with "stop" and carry the call
             ctx.fail("finish-reason.tool-calls", f"choice {choice.get('index')!r} finished "
                      f"with 'tool_calls' but its message carries no tool_calls: "
-                     f"{_show(message)}", index=ctx.obs.terminal_index,
+                     f"{show(message)}", index=ctx.obs.terminal_index,
                      expected="a non-empty message.tool_calls", seen=calls,
                      spec="OpenAI chat completion: finish_reason 'tool_calls' if the model "
                      "called a tool")
@@ -219,7 +206,7 @@ def _token_limit(request: dict[str, Any]) -> int | None:
     return limit * n if _int(n) and n >= 1 else None
 
 
-def check_usage_max_tokens(ctx: _Ctx) -> None:
+def check_usage_max_tokens(ctx: Context) -> None:
     # Only the bound: a choice may end with "length" under the limit (vLLM clamps the limit to
     # the model's remaining context), and with "stop" at it (an end-of-text as last token).
     limit = _token_limit(ctx.body)
@@ -227,7 +214,7 @@ def check_usage_max_tokens(ctx: _Ctx) -> None:
         return
     body = _final_body(ctx)
     counts = [(ev.get("usage") or {}).get("output_tokens", None) for ev in ctx.obs.events
-              if _type(ev) == contract.EV_USAGE and isinstance(ev.get("usage"), dict)]
+              if type_of(ev) == contract.EV_USAGE and isinstance(ev.get("usage"), dict)]
     if body and isinstance(body.get("usage"), dict):
         counts.append(body["usage"].get("completion_tokens"))
     for count in counts:
@@ -247,20 +234,20 @@ def _doc_operation(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
     return None
 
 
-def check_capability_behaviour(ctx: _Ctx) -> None:
+def check_capability_behaviour(ctx: Context) -> None:
     doc = ctx.capability_document
     if not isinstance(doc, dict):
         return  # no document to hold the endpoint to (capability.* judges its absence)
-    spec = (f"{_SPEC} §6: the capability document is the source of truth for selection and "
+    spec = (f"{SPEC} §6: the capability document is the source of truth for selection and "
             "SDK feature probes")
     entry = _doc_operation(doc, ctx.case.operation)
     if entry is not None and entry.get("tool_calls") is False:
         for i, ev in enumerate(ctx.seq):
-            if _type(ev) in contract.TOOL_CALL_EVENT_TYPES:
+            if type_of(ev) in contract.TOOL_CALL_EVENT_TYPES:
                 ctx.fail("capability.behaviour", f"{ctx.case.operation} streamed a tool call "
                          f"though the capability document says tool_calls: false — event "
-                         f"#{i}: {_show(ev)}", index=i, expected="no tool-call events",
-                         seen=_type(ev), spec=spec)
+                         f"#{i}: {show(ev)}", index=i, expected="no tool-call events",
+                         seen=type_of(ev), spec=spec)
                 return
     models = {m.get("id") for m in doc.get("models") or ()
               if isinstance(m, dict) and isinstance(m.get("id"), str)}

@@ -1,0 +1,51 @@
+"""Judgement: the verdict of one case, computed from what the suite itself observed.
+
+Owns every conformance check applied to an observed operation (each a small function with a
+stable rule id, one module per family) and :func:`judge`, which runs them and builds the
+:class:`Verdict`. The families: ``stream`` (wire, decode, schema), ``terminal``, ``sequence``
+(expectations, ordering, usage), ``errors``, ``bodies`` (non-streaming), ``cancel``,
+``capability``, ``relations`` (fields that must agree); ``context`` is what each check is
+handed, ``model`` the verdict's data, ``judge`` which checks run and how they combine. Nothing
+here trusts the endpoint's self-report: the input is the decoded traffic the suite received
+(:class:`Observation`), the planned case and, for agreement checks, the manifest.
+
+Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.decode``,
+``event.schema``, ``terminal.exactly-once``, ``terminal.kind``, ``terminal.after``,
+``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``usage.at-most-once``,
+``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
+``cancel.not-sent``, ``cancel.unanswered``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
+``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``.
+Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
+(``capability.document``, ``capability.agreement``), ``usage-shape`` (``usage.shape``),
+``text-order`` (``order.text-index``).
+
+Matching ``expect.events`` (stricter than upstream, §11.C): one forward cursor over the
+observed sequence (partial events, then the terminal event). For each entry, the events of
+its type at or after the cursor that contain ``fields`` (recursive subset; arrays match
+element-wise as a prefix; scalars equal, ``true`` is not ``1``) are counted; at least
+``min_count`` (default 1, or 0 when ``optional``) are needed and at most ``max_count`` of
+that type may follow the cursor. The cursor then moves past the ``min_count``-th match, or
+past the first match of an optional entry that is present, so optional entries are order-
+and field-checked too.
+
+Extension fields (spec §7): a top-level event field named after a manifest extension
+(``name``, ``name.*``, or ``name`` with dots as underscores) is ignored by the schema check
+when the extension is non-critical, or critical and selected for the case; so non-critical
+extension fields never change a verdict.
+"""
+
+from __future__ import annotations
+
+from nnrp_conformance.checks.context import json_contains
+from nnrp_conformance.checks.judge import NAMED_CHECKS, judge, judge_recorded
+from nnrp_conformance.checks.model import Finding, Observation, Verdict
+
+__all__ = [
+    "NAMED_CHECKS",
+    "Finding",
+    "Observation",
+    "Verdict",
+    "json_contains",
+    "judge",
+    "judge_recorded",
+]

@@ -1,0 +1,51 @@
+"""Checks on cancellation: the cancel was sent (``cancel.not-sent``), the endpoint itself
+answered it (``cancel.unanswered``), the in-band hint was honoured (``cancel.hint``) and the
+reason is a recommended one (``cancel.reason``)."""
+
+from __future__ import annotations
+
+from nnrp_conformance import contract
+from nnrp_conformance.checks.context import SPEC, Context, at, type_of
+
+
+def check_cancel(ctx: Context) -> None:
+    case, obs = ctx.case, ctx.obs
+    after = case.cancel_after_events
+    if obs.cancelled_at_index is not None and obs.terminal_kind is None \
+            and not obs.extra.get("flooded"):
+        # Only the endpoint's own terminal answers a cancel: a drop or a push with
+        # response.cancelled. nnrp-py's local lifecycle CANCELLED is ours, not proof.
+        local = " (the client's local lifecycle CANCELLED is not the endpoint's answer)" \
+            if obs.extra.get("local_cancelled") else ""
+        ctx.fail("cancel.unanswered", "the server never answered the cancel: no "
+                 "RESULT_DROP_REASON and no response.cancelled for the frame within the case "
+                 f"limit ({obs.extra.get('timeout_s')}s){local}",
+                 expected="the endpoint's terminal for the cancelled frame",
+                 seen=obs.extra.get("delivery") or "nothing",
+                 spec=f"{SPEC} §3 cancellation: the cancel ends the operation exactly once")
+    if after is not None and obs.cancelled_at_index is None and after > 0:
+        ctx.fail("cancel.not-sent", f"the operation ended after {len(obs.events)} event(s), "
+                 f"before the cancel point ({after}): cancellation was not exercised",
+                 expected=f">= {after} events before the terminal", seen=len(obs.events),
+                 spec=f"{SPEC} §3 cancellation")
+    nnrp = case.envelope.get("nnrp") if isinstance(case.envelope, dict) else None
+    hint = nnrp.get("cancel_after_events") if isinstance(nnrp, dict) else None
+    if isinstance(hint, int) and case.expected_terminal == contract.TERMINAL_CANCELLED \
+            and obs.terminal_kind == contract.TERMINAL_CANCELLED:
+        emitted = [e for e in obs.events if type_of(e) not in contract.TERMINAL_EVENT_TYPES]
+        if len(emitted) > hint:
+            ctx.fail("cancel.hint", f"the endpoint emitted {len(emitted)} events although "
+                     f"nnrp.cancel_after_events is {hint}", index=hint, expected=hint,
+                     seen=len(emitted), spec=f"{SPEC} §3 cancellation (in-band hint)")
+
+
+def check_cancel_reason(ctx: Context) -> None:
+    for i, ev in enumerate(ctx.seq):
+        if type_of(ev) != contract.EV_CANCELLED:
+            continue
+        reason = ev.get("reason")
+        if isinstance(reason, str) and reason not in contract.CANCEL_SOURCES:
+            ctx.fail("cancel.reason", f"response.cancelled.reason {reason!r} is outside the "
+                     f"recommended reasons — {at(ctx.seq, i)}", index=i,
+                     expected=list(contract.CANCEL_SOURCES), seen=reason,
+                     spec=f"{SPEC} §4 response.cancelled (the reason list is open)")

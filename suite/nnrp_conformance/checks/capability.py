@@ -1,0 +1,119 @@
+"""Checks on claims and the capability document: a mandatory case whose capabilities the
+manifest does not claim (``capability.not-claimed``), the document against its schema and
+the manifest (``capability.document``, ``capability.agreement``), and an endpoint without
+the discovery operation (``capability.discovery``, judged from a file when one is given)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nnrp_conformance import contract, validation
+from nnrp_conformance.checks.context import SPEC, Context, type_of
+from nnrp_conformance.checks.errors import check_errors
+from nnrp_conformance.checks.stream import check_decode, check_exception, check_schema, check_wire
+from nnrp_conformance.checks.terminal import check_after_terminal, check_timeout
+from nnrp_conformance.manifest import operation_flags
+
+
+def check_claims(ctx: Context) -> None:
+    missing = tuple(getattr(ctx.case, "missing_capabilities", ()) or ())
+    if missing:
+        ctx.fail("capability.not-claimed",
+                 f"the manifest claims Level {ctx.case.level} but not {', '.join(missing)}, "
+                 f"which this mandatory Level {ctx.case.level} case requires",
+                 expected=list(ctx.case.required_capabilities), seen=sorted(missing),
+                 spec=f"{SPEC} §1 levels, §7 capability names")
+
+
+def _levels(doc: Mapping[str, Any]) -> list[int]:
+    return sorted({lv for lv in doc.get("compatibility_levels") or () if isinstance(lv, int)})
+
+
+def check_capability_document(ctx: Context) -> None:
+    term = ctx.obs.terminal_event
+    doc = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
+    spec = f"{SPEC} §6 capability document"
+    if not isinstance(doc, dict):
+        ctx.fail("capability.document", f"{contract.OP_CAPABILITIES_GET} must end with "
+                 f"response.completed whose body is the capability document",
+                 index=ctx.obs.terminal_index, expected="response.completed{body: document}",
+                 seen=term, spec=spec)
+        return
+    _judge_document(ctx, doc, index=ctx.obs.terminal_index)
+    fetched = ctx.capability_document
+    if isinstance(fetched, dict) and fetched != doc:
+        ctx.fail("capability.agreement", "the capability document differs between two "
+                 "fetches in one run", expected=fetched, seen=doc, spec=spec)
+
+
+def _judge_document(ctx: Context, doc: dict[str, Any], *, index: int | None) -> None:
+    """The capability document against its schema and the manifest, however it was had."""
+    spec = f"{SPEC} §6 capability document"
+    for v in validation.validate("capability-document", doc):
+        ctx.fail("capability.document", f"capability document: {v}",
+                 index=index, expected=v.schema_path, seen=v.pointer, spec=spec)
+    m = ctx.manifest
+    if m is not None:
+        agree = f"{spec}; the manifest and the document must agree"
+        if _levels(doc) != sorted(m.claimed_levels):
+            ctx.fail("capability.agreement", "compatibility_levels differ",
+                     expected=sorted(m.claimed_levels), seen=_levels(doc), spec=agree)
+        doc_ops = operation_flags(doc)
+        for name in sorted(set(m.operations) | set(doc_ops)):
+            if name not in doc_ops:
+                ctx.fail("capability.agreement", f"operation {name!r} is in the manifest but "
+                         f"not in the capability document", expected=name, seen=None,
+                         spec=agree)
+            elif name not in m.operations:
+                ctx.fail("capability.agreement", f"operation {name!r} is in the capability "
+                         f"document but not in the manifest", expected=None, seen=name,
+                         spec=agree)
+            elif doc_ops[name] != m.operations[name]:
+                diff = {f: {"manifest": m.operations[name][f], "document": doc_ops[name][f]}
+                        for f in m.operations[name] if m.operations[name][f] != doc_ops[name][f]}
+                ctx.fail("capability.agreement", f"operation {name!r} flags differ: {diff}",
+                         expected=m.operations[name], seen=doc_ops[name], spec=agree)
+        doc_ext = {e.get("name"): e.get("critical") is True
+                   for e in doc.get("extensions") or () if isinstance(e, dict)}
+        if doc_ext != m.extensions:
+            ctx.fail("capability.agreement", "extensions differ (name -> critical)",
+                     expected=m.extensions, seen=doc_ext, spec=agree)
+        doc_models = {x.get("id") for x in doc.get("models") or () if isinstance(x, dict)}
+        missing = [mid for mid in m.models if mid not in doc_models]
+        if missing:
+            ctx.fail("capability.agreement", f"models in the manifest but not served: "
+                     f"{missing}", expected=list(m.models), seen=sorted(map(str, doc_models)),
+                     spec=agree)
+
+
+def discovery_missing(ctx: Context) -> bool:
+    """The endpoint answered the discovery operation as one it does not serve."""
+    term = ctx.obs.terminal_event
+    err = term.get("error") if type_of(term) == contract.EV_ERROR else None
+    return (ctx.case.operation == contract.OP_CAPABILITIES_GET
+            and ctx.obs.terminal_kind == contract.TERMINAL_ERROR and isinstance(err, dict)
+            and err.get("code") == contract.ERR_UNSUPPORTED_OPERATION)
+
+
+def judge_missing_discovery(ctx: Context) -> None:
+    """No discovery operation: non-strict (the profile says nowhere how to fetch the
+    document, and prescribes unsupported_operation for an operation not advertised); the
+    document is judged from the file the provider gave, if any."""
+    for check in (check_wire, check_exception, check_decode, check_schema, check_after_terminal,
+                  check_errors, check_timeout):
+        check(ctx)
+    op = contract.OP_CAPABILITIES_GET
+    ctx.fail("capability.discovery", f"the endpoint does not serve the discovery operation "
+             f"{op} (it answered unsupported_operation)", index=ctx.obs.terminal_index,
+             expected=f"{op} answered with response.completed{{body: document}}",
+             seen=contract.ERR_UNSUPPORTED_OPERATION,
+             spec=f"{SPEC} §6 capability document (how to fetch it is open)")
+    doc = ctx.capability_document
+    if ctx.capability_file and isinstance(doc, dict):
+        ctx.note("capability.discovery", f"capability document judged from the file "
+                 f"{ctx.capability_file} (--nnrp-capabilities)", seen=ctx.capability_file)
+        _judge_document(ctx, doc, index=None)
+    else:
+        ctx.note("capability.discovery", "the capability document was not judged: give it as "
+                 "a file with --nnrp-capabilities FILE")

@@ -1,0 +1,168 @@
+"""The judge: which checks run for a case and how their findings become one
+:class:`Verdict` (the worst finding's level, rules.py), the recipe's declared surplus over
+the profile (``beyond_profile``), and :func:`judge_recorded` for answers recorded outside a
+case (the release smoke), so a stream is never judged two ways."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nnrp_conformance import contract, rules
+from nnrp_conformance.checks.bodies import check_nonstreaming
+from nnrp_conformance.checks.cancel import check_cancel, check_cancel_reason
+from nnrp_conformance.checks.capability import (
+    check_capability_document,
+    check_claims,
+    discovery_missing,
+    judge_missing_discovery,
+)
+from nnrp_conformance.checks.context import SPEC, Context, type_of
+from nnrp_conformance.checks.errors import check_errors
+from nnrp_conformance.checks.model import Finding, Observation, Verdict
+from nnrp_conformance.checks.relations import RELATION_CHECKS
+from nnrp_conformance.checks.sequence import (
+    check_expected,
+    check_text_order,
+    check_tool_calls,
+    check_usage,
+    check_usage_shape,
+)
+from nnrp_conformance.checks.stream import check_decode, check_exception, check_schema, check_wire
+from nnrp_conformance.checks.terminal import check_after_terminal, check_terminal, check_timeout
+
+if TYPE_CHECKING:
+    from nnrp_conformance.manifest import Manifest
+    from nnrp_conformance.planner import PlannedCase
+
+
+NAMED_CHECKS: dict[str, Callable[[Context], None]] = {
+    "capability-document": check_capability_document,
+    "usage-shape": check_usage_shape,
+    "text-order": check_text_order,
+}
+
+
+_ALWAYS: tuple[Callable[[Context], None], ...] = (
+    check_wire,
+    check_exception,
+    check_decode,
+    check_schema,
+    check_terminal,
+    check_after_terminal,
+    check_expected,
+    check_tool_calls,
+    check_usage,
+    check_errors,
+    check_nonstreaming,
+    check_cancel,
+    check_cancel_reason,
+    check_claims,
+    check_timeout,
+    *RELATION_CHECKS,
+)
+
+
+def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = None,
+          capability_document: dict[str, Any] | None = None, strict: bool = False,
+          capability_file: str | None = None) -> Verdict:
+    """Run every always-on check and the case's named checks. The verdict is the worst
+    finding's level (rules.py); only a ``failed`` finding fails the case, and ``strict``
+    makes every recommendation a failure. ``capability_file`` names the document file the
+    provider gave, judged when the endpoint has no discovery operation."""
+    ctx = Context(case, obs, manifest, capability_document, strict=strict)
+    ctx.capability_file = capability_file
+    if discovery_missing(ctx):
+        judge_missing_discovery(ctx)
+        return _verdict(ctx)
+    for check in _ALWAYS:
+        check(ctx)
+    for name in case.checks or ():
+        fn = NAMED_CHECKS.get(name)
+        if fn is None:
+            ctx.fail("recipe.unknown-check", f"recipe asks for unknown check {name!r} "
+                     f"(known: {', '.join(sorted(NAMED_CHECKS))})", spec="nnrp-conformance")
+        else:
+            fn(ctx)
+    judge_beyond_profile(ctx)
+    return _verdict(ctx)
+
+
+#: the expectation rules a recipe's declared surplus may account for (nothing else)
+_EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected"))
+
+
+def judge_beyond_profile(ctx: Context) -> None:
+    """A recipe that expects more than the profile (``beyond_profile``): a valid successful
+    answer that fails only the recipe's expectations is judged under the recipe's
+    recommendation rule (non-strict unless strict) instead of failed."""
+    beyond = getattr(ctx.case, "beyond_profile", None)
+    if not beyond or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+        return
+    failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
+    if not failed or any(f.rule not in _EXPECTATION_RULES for f in failed):
+        return
+    ctx.findings = [f for f in ctx.findings if f.level != rules.LEVEL_FAILED]
+    ctx.fail(beyond["rule"], f"a valid profile answer ({len(ctx.obs.events)} event(s), terminal "
+             f"success), but not the {ctx.case.expected_terminal} this recipe expects beyond "
+             f"the profile: {beyond['reading']}", index=ctx.obs.terminal_index,
+             expected=ctx.case.expected_terminal, seen=ctx.obs.terminal_kind,
+             spec=f"{SPEC}: the recipe's surplus over the profile is a recommendation")
+
+
+def _verdict(ctx: Context) -> Verdict:
+    case, obs, findings = ctx.case, ctx.obs, ctx.findings
+    level = rules.case_level(f.level for f in findings)
+    outcome = contract.OUTCOME_FAILED if level == rules.LEVEL_FAILED else contract.OUTCOME_PASSED
+    if findings:
+        head = "; ".join(str(f) for f in findings[:3])
+        more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
+        message = f"{case.id}: {level}: {len(findings)} finding(s): {head}{more}"
+    else:
+        n = len(obs.events)
+        message = f"{case.id}: {n} event(s), terminal {obs.terminal_kind}"
+    return Verdict(outcome, obs.terminal_kind, findings, message, level)
+
+
+@dataclass(frozen=True)
+class _RecordedCase:
+    """The case-shaped input of :func:`judge_recorded`: a recorded answer has no recipe."""
+
+    id: str
+    expected_terminal: str | None
+    operation: str = contract.OP_CHAT_COMPLETIONS_CREATE
+    envelope: Any = None
+    expect: Any = None
+    extensions: Any = None
+    cancel_after_events: int | None = None
+    checks: tuple[str, ...] = ()
+
+
+#: the always-on checks that need no recipe: what any recorded answer must meet
+_RECORDED: tuple[Callable[[Context], None], ...] = (
+    check_schema, check_terminal, check_after_terminal, check_tool_calls, check_usage,
+    check_errors,
+)
+
+
+def judge_recorded(events: Any, terminal: str | None, *, what: str = "recorded answer",
+                   manifest: Manifest | None = None, strict: bool = True) -> list[Finding]:
+    """Judge a recorded event list (partials, the terminal event, anything after it) with
+    the same checks as a case: the release smoke consumes these findings, so the smoke and
+    the case verdicts can never disagree on one stream. Strict by default: the release gate
+    holds the reference adapter to this project's recommendations too."""
+    seq = [e for e in events] if isinstance(events, list) else []
+    first = next((i for i, e in enumerate(seq) if type_of(e) in contract.TERMINAL_EVENT_TYPES),
+                 None)
+    obs = Observation(events=seq if first is None else seq[:first],
+                      terminal_kind=terminal if terminal in contract.TERMINALS else None,
+                      terminal_event=None if first is None else seq[first])
+    obs.raw_events = [None] * len(obs.events)
+    if first is not None and first + 1 < len(seq):
+        obs.extra["late_events"] = seq[first + 1:]
+    case = _RecordedCase(what, terminal)
+    ctx = Context(case, obs, manifest, None, strict=strict)  # type: ignore[arg-type]
+    for check in _RECORDED:
+        check(ctx)
+    return ctx.findings
