@@ -18,17 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM, __version__
+from .benchmark import main as bench_main
+from .conformance import main as conformance_main
+from .release import main as release_main
+from .serve import run_serve
+from .settings import ServeConfig, default_manifest_path
+from .tiny_model import build_tiny_model
+from .vllm_backend import detect_vllm_version
 
 log = logging.getLogger("vllm_nnrp_adapter")
-
-DEFAULT_MANIFEST = Path(__file__).with_name("manifest.json")
-
-
-def default_manifest_path() -> Path:
-    """The packaged adapter manifest (a copy of ``manifests/vllm-nnrp-adapter.json``)."""
-    repo_copy = Path(__file__).resolve().parents[2] / "manifests" / "vllm-nnrp-adapter.json"
-    return repo_copy if repo_copy.is_file() else DEFAULT_MANIFEST
-
 
 def _serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -125,7 +123,6 @@ def cmd_serve(argv: Sequence[str]) -> int:
     logging.basicConfig(
         level=opts.nnrp_log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from .serve import ServeConfig, run_serve
 
     config = ServeConfig(
         vllm_argv=vllm_argv,
@@ -150,33 +147,23 @@ def cmd_tiny_model(argv: Sequence[str]) -> int:
     )
     p.add_argument("dest", type=Path)
     args = p.parse_args(argv)
-    from .tiny_model import build_tiny_model
-
     print(build_tiny_model(args.dest))
     return 0
 
 
 def cmd_conformance(argv: Sequence[str]) -> int:
-    from .conformance import main as conformance_main
-
     return conformance_main(list(argv))
 
 
 def cmd_release(argv: Sequence[str]) -> int:
-    from .release import main as release_main
-
     return release_main(list(argv))
 
 
 def cmd_bench(argv: Sequence[str]) -> int:
-    from .benchmark import main as bench_main
-
     return bench_main(list(argv))
 
 
 def cmd_version(_argv: Sequence[str]) -> int:
-    from .vllm_backend import detect_vllm_version
-
     print(
         json.dumps(
             {

@@ -29,6 +29,8 @@ from typing import Any
 
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from .benchmark import proc_cpu
+from .settings import ENV_LISTEN, ENV_PREFIX, default_manifest_path
+from .vllm_plugin import MIDDLEWARE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE_ROOT = Path(os.environ.get("NNRP_CACHE", Path.home() / ".cache" / "nnrp-conformance"))
@@ -180,7 +182,6 @@ class AdapterProcess:
 
     def command(self, ready: Path) -> tuple[list[str], dict[str, str]]:
         """The command line and environment of the chosen start-up path."""
-        from .vllm_plugin import ENV_LISTEN, ENV_PREFIX, MIDDLEWARE
 
         env = {
             k: v for k, v in engine_environment(self.python).items() if not k.startswith(ENV_PREFIX)
@@ -463,7 +464,6 @@ def run_suite(address: str, manifest: Path, out_dir: Path, extra: Sequence[str] 
 
 
 def main(argv: list[str]) -> int:
-    from .cli import default_manifest_path
 
     p = argparse.ArgumentParser(
         prog="vllm-nnrp conformance",

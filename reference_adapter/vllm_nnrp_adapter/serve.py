@@ -24,32 +24,20 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 
+from nnrp_conformance import contract
+
+from .adapter import VllmNnrpAdapter
+from .nnrp_server import NnrpServer
+from .observability import Recorder, start_metrics_server
+from .profile import load_manifest_document
+from .settings import ServeConfig, claim_explicit_path
+from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion, VllmBackend
+
 log = logging.getLogger("vllm_nnrp_adapter.serve")
-
-
-@dataclass
-class ServeConfig:
-    vllm_argv: list[str]
-    listen: str = "127.0.0.1:4433"
-    manifest_path: Path | None = None
-    max_envelope_bytes: int | None = None
-    max_in_flight: int | None = None
-    #: polls a second the busy sessions share (None: the server's default, 0: no budget)
-    busy_poll_budget: float | None = None
-    allowed_request_fields: tuple[str, ...] = ()
-    echo_text_in_diagnostics: bool = False
-    metrics_port: int | None = None
-    backend_stall_timeout_s: float | None = None
-    allow_unsupported_vllm: bool = False
-    ready_file: Path | None = None
-    startup_path: str = "explicit"
-    extra: dict = field(default_factory=dict)
 
 
 @contextlib.asynccontextmanager
@@ -62,13 +50,6 @@ async def nnrp_serving(
     written to ``config.ready_file``). On exit the NNRP server closes (in-flight operations
     end with ``TRANSPORT_CLOSED``, their vLLM requests aborted) and the metrics server stops.
     """
-    from nnrp_conformance import contract
-
-    from .adapter import VllmNnrpAdapter
-    from .nnrp_server import NnrpServer
-    from .observability import Recorder, start_metrics_server
-    from .profile import load_manifest_document
-
     if manifest is None:
         manifest = load_manifest_document(config.manifest_path)
     recorder = Recorder()
@@ -127,9 +108,6 @@ def _stop_metrics(metrics: Any) -> None:
 
 
 async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-    from .profile import load_manifest_document
-    from .vllm_backend import VllmBackend
-    from .vllm_plugin import claim_explicit_path
 
     # vLLM loads its general plugins here too (our vllm_plugin among them): keep it off.
     claim_explicit_path()
@@ -247,7 +225,6 @@ async def _watch_engine(backend: Any, scope: anyio.CancelScope, died: anyio.Even
 
 
 def run_serve(config: ServeConfig) -> int:
-    from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion
 
     try:
         anyio.run(serve, config)

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_nnrp_adapter import vllm_plugin
+from vllm_nnrp_adapter import settings, vllm_plugin
 from vllm_nnrp_adapter.vllm_plugin import (
     ENV_LISTEN,
     ENV_PREFIX,
@@ -36,7 +36,7 @@ def clean(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
         if name.startswith(ENV_PREFIX):
             monkeypatch.delenv(name)
     monkeypatch.setattr(vllm_plugin, "_armed", None)
-    monkeypatch.setattr(vllm_plugin, "_explicit_path", False)
+    monkeypatch.setattr(settings, "_explicit_path", False)
     logger = logging.getLogger(OURS)
     saved = (logger.level, list(logger.handlers), logger.propagate)
     yield
@@ -109,12 +109,9 @@ def test_every_setting_maps_onto_the_explicit_paths_config(tmp_path: Path) -> No
 
 
 def test_defaults_are_the_explicit_paths_defaults() -> None:
-    from vllm_nnrp_adapter.cli import default_manifest_path
-    from vllm_nnrp_adapter.serve import ServeConfig
-
     config = settings_from_environ({ENV_LISTEN: "127.0.0.1:0"})
-    explicit = ServeConfig(vllm_argv=[])
-    assert config.manifest_path == default_manifest_path()
+    explicit = settings.ServeConfig(vllm_argv=[])
+    assert config.manifest_path == settings.default_manifest_path()
     for name in ("max_envelope_bytes", "max_in_flight", "metrics_port", "ready_file",
                  "backend_stall_timeout_s", "allowed_request_fields",
                  "echo_text_in_diagnostics", "allow_unsupported_vllm"):

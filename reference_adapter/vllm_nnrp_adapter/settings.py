@@ -1,0 +1,217 @@
+"""The adapter's start-up settings: what ``vllm-nnrp serve --nnrp-*`` and ``NNRP_PLUGIN_*``
+configure, and which of the two start-up paths owns this process.
+
+Owns :class:`ServeConfig` (the one settings object both paths build; the explicit path from
+its ``--nnrp-*`` flags in :mod:`.cli`, the vLLM-plugin path from the environment here), the
+``NNRP_PLUGIN_*`` table that maps each variable onto a :class:`ServeConfig` field with its
+parser, the packaged default manifest, and the explicit path's claim on the process (the
+plugin stays off where ``vllm-nnrp serve`` runs). Imports neither vLLM nor nnrp-py: vLLM
+loads the plugin, and with it this module, in every process it starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_MANIFEST",
+    "ENV_LISTEN",
+    "ENV_LOG_LEVEL",
+    "ENV_PREFIX",
+    "STARTUP_PATH",
+    "PluginSettingsError",
+    "ServeConfig",
+    "claim_explicit_path",
+    "default_manifest_path",
+    "enabled",
+    "explicit_path_claimed",
+    "settings_from_environ",
+]
+
+log = logging.getLogger("vllm_nnrp_adapter.vllm_plugin")
+
+DEFAULT_MANIFEST = Path(__file__).with_name("manifest.json")
+
+
+def default_manifest_path() -> Path:
+    """The packaged adapter manifest (a copy of ``manifests/vllm-nnrp-adapter.json``)."""
+    repo_copy = Path(__file__).resolve().parents[2] / "manifests" / "vllm-nnrp-adapter.json"
+    return repo_copy if repo_copy.is_file() else DEFAULT_MANIFEST
+
+
+@dataclass
+class ServeConfig:
+    """Everything NNRP serving needs besides the engine: built by the explicit path from its
+    ``--nnrp-*`` flags (:mod:`.cli`) and by the plugin from ``NNRP_PLUGIN_*`` (below)."""
+
+    vllm_argv: list[str]
+    listen: str = "127.0.0.1:4433"
+    manifest_path: Path | None = None
+    max_envelope_bytes: int | None = None
+    max_in_flight: int | None = None
+    #: polls a second the busy sessions share (None: the server's default, 0: no budget)
+    busy_poll_budget: float | None = None
+    allowed_request_fields: tuple[str, ...] = ()
+    echo_text_in_diagnostics: bool = False
+    metrics_port: int | None = None
+    backend_stall_timeout_s: float | None = None
+    allow_unsupported_vllm: bool = False
+    ready_file: Path | None = None
+    startup_path: str = "explicit"
+    extra: dict = field(default_factory=dict)
+
+
+STARTUP_PATH = "vllm-plugin"
+ENV_PREFIX = "NNRP_PLUGIN_"
+#: the switch: unset or empty means the plugin does nothing at all
+ENV_LISTEN = ENV_PREFIX + "LISTEN"
+ENV_LOG_LEVEL = ENV_PREFIX + "LOG_LEVEL"
+
+# Deliberately not VLLM_*: vLLM warns about every unknown VLLM_* variable and refuses them
+# under --fail-on-environ-validation (vllm/envs.py validate_environ).
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+class PluginSettingsError(ValueError):
+    """An ``NNRP_PLUGIN_*`` variable is missing, unknown or unreadable."""
+
+
+def _text(value: str) -> str:
+    return value.strip()
+
+
+def _path(value: str) -> Path:
+    return Path(value.strip())
+
+
+def _positive_int(value: str) -> int:
+    number = int(value.strip())
+    if number <= 0:
+        raise ValueError("must be a positive integer")
+    return number
+
+
+def _port(value: str) -> int:
+    number = int(value.strip())
+    if not 0 < number < 65536:
+        raise ValueError("must be a TCP port (1-65535)")
+    return number
+
+
+def _positive_float(value: str) -> float:
+    number = float(value.strip())
+    if not number > 0:
+        raise ValueError("must be a positive number of seconds")
+    return number
+
+
+def _non_negative_float(value: str) -> float:
+    number = float(value.strip())
+    if not number >= 0:
+        raise ValueError("must be 0 or a positive number")
+    return number
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _flag(value: str) -> bool:
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"must be one of {sorted(_TRUE | _FALSE - {''})}")
+
+
+#: NNRP_PLUGIN_<SUFFIX> -> (ServeConfig field, parser); the suffix is the explicit path's
+#: flag --nnrp-<suffix> in upper case with "_" for "-".
+_SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "LISTEN": ("listen", _text),
+    "MANIFEST": ("manifest_path", _path),
+    "READY_FILE": ("ready_file", _path),
+    "MAX_ENVELOPE_BYTES": ("max_envelope_bytes", _positive_int),
+    "MAX_IN_FLIGHT": ("max_in_flight", _positive_int),
+    "BUSY_POLL_BUDGET": ("busy_poll_budget", _non_negative_float),
+    "ALLOW_REQUEST_FIELD": ("allowed_request_fields", _names),
+    "ECHO_TEXT_IN_DIAGNOSTICS": ("echo_text_in_diagnostics", _flag),
+    "METRICS_PORT": ("metrics_port", _port),
+    "BACKEND_STALL_TIMEOUT": ("backend_stall_timeout_s", _positive_float),
+    "ALLOW_UNSUPPORTED_VLLM": ("allow_unsupported_vllm", _flag),
+    "LOG_LEVEL": ("", _text),  # read by vllm_plugin._route_logs
+}
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """True when ``NNRP_PLUGIN_LISTEN`` is set to something (the only switch)."""
+    environ = os.environ if environ is None else environ
+    return bool(environ.get(ENV_LISTEN, "").strip())
+
+
+def settings_from_environ(environ: Mapping[str, str] | None = None) -> ServeConfig | None:
+    """The plugin's :class:`ServeConfig` from ``NNRP_PLUGIN_*``, or None when off.
+
+    Raises :class:`PluginSettingsError` for an unknown ``NNRP_PLUGIN_*`` name (a typo must
+    not silently drop a limit) or a value that does not parse, and for a listen address the
+    NNRP server could not use.
+    """
+    environ = os.environ if environ is None else environ
+    if not enabled(environ):
+        return None
+    values: dict[str, Any] = {}
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        suffix = name[len(ENV_PREFIX) :]
+        if suffix not in _SETTINGS:
+            known = ", ".join(ENV_PREFIX + s for s in _SETTINGS)
+            raise PluginSettingsError(f"unknown setting {name} (known: {known})")
+        field_name, parse = _SETTINGS[suffix]
+        if not field_name:
+            continue
+        try:
+            values[field_name] = parse(environ[name])
+        except ValueError as exc:
+            raise PluginSettingsError(f"{name}={environ[name]!r}: {exc}") from None
+    # Lazy on purpose: the address parser lives with nnrp-py's options, and nnrp-py must not
+    # load in the processes vLLM starts where the plugin is off (see the module docstring).
+    from nnrp_conformance.wire.pump import AddressError, parse_address
+
+    try:
+        parse_address(values["listen"])
+    except AddressError as exc:
+        raise PluginSettingsError(f"{ENV_LISTEN}: {exc}") from None
+    values.setdefault("manifest_path", default_manifest_path())
+    return ServeConfig(vllm_argv=[], startup_path=STARTUP_PATH, **values)
+
+
+_explicit_path = False
+
+
+def claim_explicit_path() -> None:
+    """Called by the explicit path (``vllm-nnrp serve``): the plugin stays off there.
+
+    vLLM loads general plugins in that process too (its argument parser does); one process
+    serves NNRP by one path only. A set ``NNRP_PLUGIN_LISTEN`` is reported as ignored.
+    """
+    global _explicit_path
+    _explicit_path = True
+    if enabled():
+        log.warning(
+            "vllm-nnrp: %s is set but ignored: this process is the explicit start-up path "
+            "(vllm-nnrp serve --nnrp-listen)",
+            ENV_LISTEN,
+        )
+
+
+def explicit_path_claimed() -> bool:
+    """True once :func:`claim_explicit_path` ran in this process."""
+    return _explicit_path

@@ -1,0 +1,167 @@
+"""The packages' import graph has no cycles (issue 15): a module may import what sits below it,
+never something that imports it back, not even from inside a function body.
+
+Read statically with ``ast`` (nothing is imported), every ``import`` of ``suite/`` and
+``reference_adapter/`` counted wherever it stands, except under ``if TYPE_CHECKING:`` (type
+annotations only: no import happens at run time). A cycle is reported with the edge that
+closes it and where that import stands, so the failure says what to move.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = {
+    "nnrp_conformance": ROOT / "suite" / "nnrp_conformance",
+    "vllm_nnrp_adapter": ROOT / "reference_adapter" / "vllm_nnrp_adapter",
+}
+
+
+def modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for pkg, root in PACKAGES.items():
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root.parent).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+        assert pkg in out, f"package {pkg} not found under {root}"
+    return out
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        origin = ".".join(base + ([node.module] if node.module else []))
+    else:
+        origin = node.module or ""
+    # ``from pkg import mod`` imports the submodule pkg.mod; ``from mod import name`` only mod
+    return [origin] + [f"{origin}.{alias.name}" for alias in node.names]
+
+
+def import_graph() -> dict[str, dict[str, str]]:
+    """module -> {imported module of ours: 'path:line' of the import}."""
+    mods = modules()
+    graph: dict[str, dict[str, str]] = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        edges: dict[str, str] = {}
+        for node in _imports(tree):
+            for target in _targets(name, path.name == "__init__.py", node):
+                if target in mods and target != name:
+                    edges.setdefault(target, f"{path.relative_to(ROOT)}:{node.lineno}")
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_packages_have_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 60, "the walk found too few modules: the layout moved"
+    problems = []
+    for component in cycles(graph):
+        members = set(component)
+        edges = [
+            f"    {src} -> {dst} ({where})"
+            for src in component
+            for dst, where in sorted(graph[src].items())
+            if dst in members
+        ]
+        problems.append("import cycle among " + ", ".join(component) + ":\n" + "\n".join(edges))
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}, "d": {"a": ""}}, [["a", "b", "c"]]),
+        ({"a": {"b": ""}, "b": {}, "c": {"c": ""}}, []),
+        ({"a": {"b": ""}, "b": {"a": ""}, "c": {"d": ""}, "d": {"c": ""}}, [["a", "b"], ["c", "d"]]),
+    ],
+)
+def test_cycles_are_found(graph: dict[str, dict[str, str]], expected: list[list[str]]) -> None:
+    assert sorted(cycles(graph)) == expected
+
+
+def test_imports_in_function_bodies_count_and_type_checking_ones_do_not() -> None:
+    source = "import os\n\ndef late():\n    from pkg import b\n"
+    tree = ast.parse(source)
+    assert [n.lineno for n in _imports(tree)] == [1, 4]
+    typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
+    assert [n.lineno for n in _imports(ast.parse(typed))] == [1]
