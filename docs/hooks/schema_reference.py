@@ -112,6 +112,15 @@ PAGES: tuple[Page, ...] = (
         ("release-gate-report",),
         "The release gate's verdict over its five conditions.",
     ),
+    Page(
+        "reference/release-policy.md",
+        "Release policy",
+        ("release-policy",),
+        "What one provider's release must show the gate (`nnrp-conformance gate --policy`, by "
+        "default `DIR/release-policy.json`): the serving target and its version line, the "
+        "benchmarks and the README extras. The reference adapter's is "
+        "`manifests/vllm-nnrp-adapter.release-policy.json`.",
+    ),
 )
 
 #: what each closed error code means; the build fails when this and the contract disagree

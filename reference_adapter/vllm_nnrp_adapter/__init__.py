@@ -2,9 +2,12 @@
 
 The reference implementation of the ``openai-compatible/1`` profile. vLLM itself is an
 optional extra (``nnrp-conformance[vllm]``); nothing here imports it at module import.
+
+The supported vLLM line and the versions tested are read from the adapter's release policy
+(:mod:`.policy`, ``manifests/vllm-nnrp-adapter.release-policy.json``), their one place.
 """
 
+from .policy import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM
+
 __version__ = "0.1.0"
-SUPPORTED_VLLM: str = ">=0.18.0,<0.23"
-LOWER_BOUND_TESTED: str = "0.18.1"
-CURRENT_LINE_TESTED: str = "0.22.1"
+__all__ = ["CURRENT_LINE_TESTED", "LOWER_BOUND_TESTED", "SUPPORTED_VLLM", "__version__"]

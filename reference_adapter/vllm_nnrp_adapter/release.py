@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from nnrp_conformance.gate.evidence import ADAPTER_LOG
+from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE, POLICY_FILE
 
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from .conformance import (
@@ -34,6 +34,7 @@ from .conformance import (
     tiny_model,
     vllm_python,
 )
+from .policy import policy_path
 
 console = Console(stderr=True)
 
@@ -143,7 +144,9 @@ def main(argv: Sequence[str]) -> int:
     log: list[dict[str, Any]] = []
     step = Step(log)
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
-    shutil.copyfile(REPO_ROOT / "manifests" / "vllm-nnrp-adapter.json", out / "manifest.json")
+    shutil.copyfile(REPO_ROOT / "manifests" / "vllm-nnrp-adapter.json", out / MANIFEST_FILE)
+    # the gate judges the evidence against the policy it was recorded for
+    shutil.copyfile(policy_path(), out / POLICY_FILE)
     for version in versions:
         run_version(
             version,

@@ -13,20 +13,15 @@ import pytest
 from nnrp_conformance import contract, validation
 from nnrp_conformance.cli import main as cli_main
 from nnrp_conformance.gate import REPORT_HTML, REPORT_JSON, REPORT_MARKDOWN, run_gate
-from nnrp_conformance.gate.requirements import (
-    BENCHMARKS,
-    CURRENT_LINE,
-    DECLARED_VLLM_LINE,
-    LOWER_BOUND,
-    SCOPE_SHARED,
-    Requirements,
-)
+from nnrp_conformance.gate.requirements import SCOPE_SHARED, load_policy
 from nnrp_conformance.manifest import load_manifest
 from nnrp_conformance.planner import build_plan
 from nnrp_conformance.recipes import load_recipes
 
 UPSTREAM = Path(__file__).parent / "data" / "upstream"
 REPO = Path(__file__).resolve().parents[2]
+POLICY_FILE = REPO / "manifests" / "vllm-nnrp-adapter.release-policy.json"
+POLICY = load_policy(POLICY_FILE)
 LOWER, CURRENT = "0.18.1", "0.22.1"
 
 README = """# project
@@ -149,13 +144,14 @@ def tree(tmp_path: Path) -> dict[str, Path]:
         shutil.copy(f, recipes / f.name)
     ev = tmp_path / "evidence"
     _write(ev / "manifest.json", MANIFEST)
+    shutil.copy(POLICY_FILE, ev / "release-policy.json")
     plan, results = _plan_and_results(recipes, ev / "manifest.json")
     for version in (LOWER, CURRENT):
         d = ev / f"vllm-{version}"
         _write(d / "execution-plan.json", plan)
         _write(d / "case-results.json", results)
         _write(d / "smoke.json", _smoke(version))
-    for b in BENCHMARKS:
+    for b in POLICY.benchmarks:
         if b.scope == SCOPE_SHARED:
             _write(ev / "bench" / f"{b.name}.json", _bench(b.name, b.metrics, None))
         else:
@@ -495,21 +491,84 @@ def test_cli_missing_evidence_dir_is_a_usage_error(tmp_path: Path,
 
 
 def test_requirement_outside_declared_line_fails(tree: dict[str, Path]) -> None:
-    result = _gate(tree, requirements=Requirements(lower_bound="0.17.1"))
+    result = _gate(tree, requirements=POLICY.replace(lower_bound="0.17.1"))
     smoke = next(v for v in result.verdicts if v.name == contract.GATE_VLLM_SMOKE)
     assert not smoke.passed
 
 
 def test_requirements_agree_with_the_adapter_and_the_repository() -> None:
     import vllm_nnrp_adapter as adapter
-
-    assert adapter.SUPPORTED_VLLM == DECLARED_VLLM_LINE
-    assert adapter.LOWER_BOUND_TESTED == LOWER_BOUND
-    assert adapter.CURRENT_LINE_TESTED.startswith(f"{CURRENT_LINE}.")
     from nnrp_conformance.gate.readme import read_readme
 
-    facts = read_readme(REPO / "README.md", Requirements())
+    assert POLICY.declared_line == adapter.SUPPORTED_VLLM
+    assert POLICY.lower_bound == adapter.LOWER_BOUND_TESTED
+    assert POLICY.current_tested == adapter.CURRENT_LINE_TESTED
+    assert POLICY.on_current_line(adapter.CURRENT_LINE_TESTED)
+    # README.md and the pyproject.toml beside it state the policy's line and extras
+    facts = read_readme(REPO / "README.md", POLICY)
     assert facts.problems == []
+    # the recorded evidence carries the policy it was recorded for
+    assert load_policy(REPO / "reports" / "evidence" / "release-policy.json") == POLICY
+
+
+def test_the_suite_names_no_version_of_any_serving_target() -> None:
+    """The gate is an engine: the versions it enforces come from the provider's policy."""
+    facts = {POLICY.declared_line, POLICY.lower_bound, f'"{POLICY.current_line}"',
+             POLICY.current_tested or POLICY.lower_bound}
+    suite = REPO / "suite" / "nnrp_conformance"
+    found = [f"{path.relative_to(REPO)}: {fact}" for path in sorted(suite.rglob("*.py"))
+             for fact in facts if fact in path.read_text(encoding="utf-8")]
+    assert found == []
+
+
+def test_a_missing_policy_is_a_usage_error_naming_where(
+        tree: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    (tree["evidence"] / "release-policy.json").unlink()
+    assert _gate_cli(tree, tree["evidence"]) == 2
+    err = capsys.readouterr().err
+    assert "release-policy.json" in err and "no release policy" in err and "--policy" in err
+
+
+def test_a_broken_policy_names_its_file_and_field(
+        tree: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    _edit(tree["evidence"] / "release-policy.json", lambda d: d["line"].update(current_line="22"))
+    assert _gate_cli(tree, tree["evidence"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "release-policy.json" in err and "/line/current_line" in err
+
+
+def test_another_providers_policy_drives_the_same_engine(
+        tree: dict[str, Path], tmp_path: Path) -> None:
+    """A provider serving 'Acme' 1.4/2.1 writes its own policy; nothing in the suite changes."""
+    ev = tree["evidence"]
+    renames = {LOWER: "1.4.2", CURRENT: "2.1.0"}
+    for old, new in renames.items():
+        d = ev / f"vllm-{old}"
+        for f in d.rglob("*.json"):
+            text = f.read_text(encoding="utf-8").replace(f'"vllm": "{old}"', f'"acme": "{new}"')
+            f.write_text(text, encoding="utf-8")
+        d.rename(ev / f"acme-{new}")
+    for f in (ev / "bench").glob("*.json"):
+        _edit(f, lambda d: d["versions"].update(acme=None))
+    policy = json.loads(POLICY_FILE.read_text(encoding="utf-8"))
+    policy["target"] = {"name": "Acme", "key": "acme"}
+    policy["line"] = {"declared": ">=1.4,<3", "lower_bound": "1.4.2", "current_line": "2.1"}
+    policy["readme"]["extras"] = ["acme"]
+    _write(ev / "release-policy.json", policy)
+    readme = tmp_path / "acme" / "README.md"
+    readme.parent.mkdir()
+    readme.write_text(
+        "# acme\n\n| | |\n|---|---|\n| declared range | `acme>=1.4,<3` |\n"
+        "| lower bound tested | 1.4.2 |\n| current line tested | 2.1.0 |\n\n"
+        "## Optional dependencies\n\n`acme`: the Acme server\n", encoding="utf-8")
+    result = run_gate(ev, readme=readme, recipes=tree["recipes"])
+    assert result.passed, [v.failures for v in result.failed]
+    assert result.report["environment"]["vllm"] == "1.4.2, 2.1.0"
+    # and the same engine fails it on the provider's own terms
+    (ev / "acme-1.4.2" / "smoke.json").unlink()
+    result = run_gate(ev, readme=readme, recipes=tree["recipes"])
+    smoke = next(v for v in result.verdicts if v.name == contract.GATE_VLLM_SMOKE)
+    assert not smoke.passed and smoke.reason == "Acme 1.4.2 smoke: acme-1.4.2/smoke.json: missing"
 
 
 def test_gate_command_registers_on_any_subparsers() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from nnrp_conformance import validation
-from nnrp_conformance.gate.requirements import BENCH_MAPPER, BENCHMARKS
 from nnrp_conformance.wire import codec
 from vllm_nnrp_adapter.adapter import ChunkMapper
 from vllm_nnrp_adapter.benchmark import common, mapper
+from vllm_nnrp_adapter.benchmark.common import BENCH_MAPPER, required_metrics
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 
@@ -64,7 +64,7 @@ def test_main_writes_a_schema_valid_document_with_the_gate_metrics(tmp_path: Pat
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert validation.validate("benchmark-results", doc) == []
     assert doc["name"] == BENCH_MAPPER
-    required = next(b for b in BENCHMARKS if b.name == BENCH_MAPPER).metrics
+    required = required_metrics(BENCH_MAPPER)
     assert set(required) <= {m["name"] for m in doc["metrics"]}
     assert all(m["samples"] == 5 for m in doc["metrics"])
     assert doc["ratios"][0]["name"] == "mapper_cost_over_floor"

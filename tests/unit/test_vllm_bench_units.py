@@ -8,16 +8,18 @@ import json
 import pytest
 
 from nnrp_conformance import contract, validation
-from nnrp_conformance.gate.requirements import (
+from nnrp_conformance.gate.requirements import load_policy
+from nnrp_conformance.gate.smoke import sequence_problems
+from vllm_nnrp_adapter.benchmark import common, parity
+from vllm_nnrp_adapter.benchmark import vllm as bench
+from vllm_nnrp_adapter.benchmark.common import (
     BENCH_CANCELLATION_LATENCY,
     BENCH_PARITY,
     BENCH_STREAMING_LATENCY,
-    BENCHMARKS,
+    BenchmarkError,
+    percentile,
 )
-from nnrp_conformance.gate.smoke import sequence_problems
-from vllm_nnrp_adapter.benchmark import parity
-from vllm_nnrp_adapter.benchmark import vllm as bench
-from vllm_nnrp_adapter.benchmark.common import BenchmarkError, percentile
+from vllm_nnrp_adapter.policy import policy_path
 
 # --- statistics -----------------------------------------------------------------------------
 
@@ -38,13 +40,16 @@ def test_gaps_are_milliseconds_between_neighbours() -> None:
     assert bench.gaps_ms([5]) == []
 
 
-def test_required_metric_names_come_from_the_gate() -> None:
-    by_name = {b.name: b.metrics for b in BENCHMARKS}
+def test_required_metric_names_come_from_the_release_policy() -> None:
+    by_name = {b.name: b.metrics for b in load_policy(policy_path()).benchmarks}
     assert by_name[BENCH_STREAMING_LATENCY] == (bench.TTFT_METRIC, bench.INTER_EVENT_METRIC)
     assert by_name[BENCH_CANCELLATION_LATENCY] == (bench.CANCEL_METRIC,)
     assert by_name[BENCH_PARITY] == (parity.NNRP_TPS, parity.HTTP_TPS)
-    with pytest.raises(KeyError):
-        bench.required_metrics("no-such-benchmark")
+    # every benchmark the policy requires is one the adapter's benchmarks write
+    written = {getattr(common, n) for n in dir(common) if n.startswith("BENCH_")}
+    assert set(by_name) == written
+    with pytest.raises(KeyError, match="no-such-benchmark"):
+        common.required_metrics("no-such-benchmark")
 
 
 # --- HTTP chunked transfer + SSE --------------------------------------------------------------

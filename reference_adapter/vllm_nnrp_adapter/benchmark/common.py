@@ -2,13 +2,15 @@
 the benchmark-results JSON (validated against the suite's ``benchmark-results`` schema).
 
 Benchmarks build metrics with :func:`metric`, a document with :func:`results_document`,
-print it with :func:`print_results` and write it with :func:`write_results`. Document and
-metric names for the release gate come from ``nnrp_conformance.gate.requirements``.
+print it with :func:`print_results` and write it with :func:`write_results`. The documents
+the release baseline requires are named here (``BENCH_*``); the metrics each must carry are
+the adapter's release policy's (:func:`required_metrics`), which the gate reads too.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -27,6 +29,9 @@ from rich.console import Console
 from rich.table import Table
 
 from nnrp_conformance import validation
+from nnrp_conformance.gate.requirements import Requirements, requirements_from_document
+
+from ..policy import policy_document, policy_path
 
 __all__ = [
     "BenchmarkError",
@@ -48,6 +53,27 @@ __all__ = [
 
 
 T = TypeVar("T")
+
+#: the benchmark-results documents of the release baseline (the policy lists each with scope)
+BENCH_WIRE = "wire"
+BENCH_MAPPER = "mapper"
+BENCH_STREAMING_LATENCY = "streaming-latency"
+BENCH_CANCELLATION_LATENCY = "cancellation-latency"
+BENCH_PARITY = "parity"
+
+
+@functools.cache
+def release_requirements() -> Requirements:
+    """The adapter's release policy, checked against the ``release-policy`` schema."""
+    return requirements_from_document(policy_document(), source=str(policy_path()))
+
+
+def required_metrics(name: str) -> tuple[str, ...]:
+    """The metric names the release policy requires of benchmark ``name``."""
+    metrics = release_requirements().metrics_of(name)
+    if not metrics:
+        raise KeyError(f"the release policy {policy_path()} requires no benchmark {name!r}")
+    return metrics
 
 
 async def run_concurrent(

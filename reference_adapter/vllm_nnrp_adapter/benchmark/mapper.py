@@ -31,13 +31,12 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
-from nnrp_conformance.gate.requirements import BENCH_MAPPER
 from nnrp_conformance.wire import codec
 
 from ..adapter import ChunkMapper
 from ..conformance import REPO_ROOT
 from ..vllm_backend import _parse_sse
-from .common import metric, print_results, ratio, results_document, write_results
+from .common import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results
 
 TARGET_RATE = 200_000.0
 MAX_FLOOR_RATIO = 2.0

@@ -35,14 +35,15 @@ from rich.table import Table
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
 from nnrp_conformance.gate.evidence import PARITY_ADAPTER_LOG, PARITY_HTTP_SERVER_LOG
-from nnrp_conformance.gate.requirements import BENCH_PARITY
 
 from .common import (
+    BENCH_PARITY,
     median,
     metric,
     percentile,
     print_results,
     ratio,
+    required_metrics,
     results_document,
     run_concurrent,
     write_results,
@@ -57,7 +58,7 @@ from .http_sse import (
     http_stream,
 )
 from .proc_cpu import TreeCpu, tree_cpu
-from .vllm import PROMPT, chat_envelope, gaps_ms, load_average, required_metrics, run_stream
+from .vllm import PROMPT, chat_envelope, gaps_ms, load_average, run_stream
 
 __all__ = [
     "ChunkedDecoder",

@@ -29,19 +29,17 @@ import anyio
 
 from nnrp_conformance import contract, validation
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from nnrp_conformance.gate.requirements import (
-    BENCH_CANCELLATION_LATENCY,
-    BENCH_STREAMING_LATENCY,
-    BENCHMARKS,
-)
 from nnrp_conformance.gate.smoke import sequence_problems
 
 from .common import (
+    BENCH_CANCELLATION_LATENCY,
+    BENCH_STREAMING_LATENCY,
     add_adapter_choice,
     median,
     metric,
     percentile,
     print_results,
+    required_metrics,
     results_document,
     run_concurrent,
     write_results,
@@ -90,13 +88,6 @@ TOOLS = [
     }
 ]
 
-
-def required_metrics(name: str) -> tuple[str, ...]:
-    """The metric names the release gate requires of benchmark ``name``."""
-    for req in BENCHMARKS:
-        if req.name == name:
-            return req.metrics
-    raise KeyError(f"no gate requirement names benchmark {name!r}")
 
 
 TTFT_METRIC, INTER_EVENT_METRIC = required_metrics(BENCH_STREAMING_LATENCY)

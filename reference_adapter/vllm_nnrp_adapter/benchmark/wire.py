@@ -454,9 +454,7 @@ def wire_ratios(medians: dict[str, float]) -> list[dict[str, Any]]:
 
 def results_document(results: dict[str, Any]) -> dict[str, Any]:
     """Both columns as one ``benchmark-results`` document (the gate's ``wire`` baseline)."""
-    from nnrp_conformance.gate.requirements import BENCH_WIRE
-
-    from .common import metric
+    from .common import BENCH_WIRE, metric
     from .common import results_document as build
 
     metrics = []

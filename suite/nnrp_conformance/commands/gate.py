@@ -15,14 +15,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nnrp_conformance.gate import EvidenceError, GateResult, run_gate, write_reports
-from nnrp_conformance.gate.requirements import (
-    CURRENT_LINE,
-    DECLARED_VLLM_LINE,
-    LOWER_BOUND,
-    Requirements,
+from nnrp_conformance.gate import (
+    EvidenceError,
+    GateResult,
     RequirementsError,
+    resolve_policy,
+    run_gate,
+    write_reports,
 )
+from nnrp_conformance.gate.evidence import POLICY_FILE
 from nnrp_conformance.validation import SchemaViolationError
 
 NAME = "gate"
@@ -43,13 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="recipe file or directory (default: the bundled recipes)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="where the reports go (default: the evidence directory)")
-    parser.add_argument("--vllm-line", default=DECLARED_VLLM_LINE, metavar="SPEC",
-                        help="declared vLLM line (default %(default)s)")
-    parser.add_argument("--lower-bound", default=LOWER_BOUND, metavar="VERSION",
-                        help="lowest vLLM version a release is tested on (default %(default)s)")
-    parser.add_argument("--current-line", default=CURRENT_LINE, metavar="MAJOR.MINOR",
-                        help="newest vLLM line; its highest recorded version is gated "
-                             "(default %(default)s)")
+    parser.add_argument("--policy", type=Path, default=None, metavar="FILE",
+                        help=f"the provider's release policy (default DIR/{POLICY_FILE}; "
+                             "schema release-policy): serving target, version line, "
+                             "benchmarks, README extras")
+    parser.add_argument("--declared-line", "--vllm-line", dest="declared_line", default=None,
+                        metavar="SPEC", help="override the policy's declared version line")
+    parser.add_argument("--lower-bound", default=None, metavar="VERSION",
+                        help="override the policy's lowest version a release is tested on")
+    parser.add_argument("--current-line", default=None, metavar="MAJOR.MINOR",
+                        help="override the policy's newest line (its highest recorded "
+                             "version is gated)")
 
 
 def print_result(console: Console, result: GateResult, paths: dict[str, Path]) -> None:
@@ -85,8 +90,9 @@ def main(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        requirements = Requirements(declared_line=args.vllm_line, lower_bound=args.lower_bound,
-                                    current_line=args.current_line)
+        requirements = resolve_policy(args.evidence, args.policy).replace(
+            declared_line=args.declared_line, lower_bound=args.lower_bound,
+            current_line=args.current_line)
         result = run_gate(args.evidence, readme=args.readme, manifest=args.manifest,
                           recipes=args.recipes, requirements=requirements,
                           report_dir=args.out or args.evidence)

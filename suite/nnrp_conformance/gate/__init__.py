@@ -9,20 +9,26 @@ Evidence layout (``DIR``)::
 
     DIR/
       manifest.json                 the adapter manifest the runs used (or pass --manifest)
+      release-policy.json           the provider's release policy (or pass --policy): the
+                                    serving target (name, KEY), its version line, the
+                                    benchmarks and README extras required (schema
+                                    ``release-policy``; the reference adapter's is
+                                    manifests/vllm-nnrp-adapter.release-policy.json)
       bench/*.json                  version-independent benchmark-results (wire, mapper)
-      vllm-<version>/               one per vLLM version run, e.g. vllm-0.18.1, vllm-0.22.1
+      KEY-<version>/                one per version of the serving target run (KEY from the
+                                    policy; the reference adapter's: vllm-<version>/)
         case-results.json           the suite's case results (upstream case-results format;
                                     our evidence in diagnostics: level, status, selection,
                                     findings, duration_s)
         execution-plan.json         the plan that run executed (upstream execution-plan)
         smoke.json                  the end-to-end smoke, case-results format: one result per
                                     smoke request with the full recorded ``events`` and
-                                    ``diagnostics.vllm`` = the vLLM version it ran on
+                                    ``diagnostics.KEY`` = the target version it ran on
         bench/*.json                version-dependent benchmark-results (streaming-latency,
-                                    cancellation-latency, parity), ``versions.vllm`` = version
+                                    …), ``versions.KEY`` = version
 
 Benchmark documents are found by their ``name`` (file names are free); the required names
-and metrics are :data:`nnrp_conformance.gate.requirements.BENCHMARKS`. The reports and logs a
+and metrics are the policy's ``benchmarks``. The reports and logs a
 release run writes beside them (:data:`nnrp_conformance.gate.evidence.VERSION_FILES`, listed
 in docs/benchmarks.md) are judged by nothing: the reports link each one present. Every path in
 the reports is relative to ``DIR``.
@@ -40,13 +46,13 @@ The five conditions:
     every required benchmark is present, schema-valid, carries its metrics, with machine and
     versions recorded (per-version ones under the current line's directory); no
     schema-invalid benchmark file anywhere.
-``vllm_smoke``
-    the lower bound (exactly ``LOWER_BOUND``) and the newest recorded ``CURRENT_LINE.x`` each
+``vllm_smoke`` (the serving target's smoke; the id is kept from the first provider)
+    the policy's lower bound (exactly) and the newest recorded ``CURRENT_LINE.x`` each
     have a passing smoke whose events the gate re-judges as a profile-valid answer, valid
     case results, and both versions are inside the declared line.
 ``readme_documents``
     README.md documents the declared range, the lower bound and current line tested, and
-    the extras ``vllm``, ``prometheus``, ``dev`` (a ``pyproject.toml`` beside it must agree).
+    the policy's extras (a ``pyproject.toml`` beside it must agree on the KEY extra).
 """
 
 from __future__ import annotations
@@ -63,12 +69,14 @@ from nnrp_conformance import contract, validation
 from nnrp_conformance.gate.conditions import GateInputs, GateVerdict, gated_versions, judge_all
 from nnrp_conformance.gate.evidence import (
     MANIFEST_FILE,
+    POLICY_FILE,
     EvidenceError,
+    check_evidence_root,
     evidence_files,
     load_evidence,
     relative_to_evidence,
 )
-from nnrp_conformance.gate.requirements import Requirements
+from nnrp_conformance.gate.requirements import Requirements, RequirementsError, load_policy
 from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.recipes import RecipeError, load_recipes
 
@@ -80,6 +88,8 @@ __all__ = [
     "GateResult",
     "GateVerdict",
     "Requirements",
+    "RequirementsError",
+    "resolve_policy",
     "run_gate",
     "write_reports",
 ]
@@ -137,7 +147,7 @@ def _environment(inputs: GateInputs, report_dir: Path) -> dict[str, Any]:
     return env
 
 
-def _recipe_rows(verdicts: list[GateVerdict]) -> list[dict[str, Any]]:
+def _recipe_rows(verdicts: list[GateVerdict], target: str) -> list[dict[str, Any]]:
     """One row per recipe: its worst outcome over the gated versions, naming where it failed."""
     tables = next(v for v in verdicts if v.name == contract.GATE_RECIPES_PASS).details.get(
         "versions", {})
@@ -147,7 +157,7 @@ def _recipe_rows(verdicts: list[GateVerdict]) -> list[dict[str, Any]]:
         for row in rows:
             prior = merged.get(row["id"])
             if row.get("message"):
-                notes.setdefault(row["id"], []).append(f"vLLM {version}: {row['message']}")
+                notes.setdefault(row["id"], []).append(f"{target} {version}: {row['message']}")
             if prior is None or _OUTCOME_RANK[row["outcome"]] > _OUTCOME_RANK[prior["outcome"]]:
                 merged[row["id"]] = {k: v for k, v in row.items() if k != "message"}
     out = []
@@ -160,7 +170,7 @@ def _recipe_rows(verdicts: list[GateVerdict]) -> list[dict[str, Any]]:
 
 def _inputs(evidence_dir: Path, readme: Path, manifest: Path | None, recipes: Path | None,
             requirements: Requirements) -> GateInputs:
-    ev = load_evidence(evidence_dir)
+    ev = load_evidence(evidence_dir, requirements.target_key)
     manifest_path = manifest or (ev.root / MANIFEST_FILE)
     loaded = None
     problem = None
@@ -184,18 +194,37 @@ def _inputs(evidence_dir: Path, readme: Path, manifest: Path | None, recipes: Pa
                       recipes_problem)
 
 
+def resolve_policy(evidence_dir: Path, policy: Path | None = None) -> Requirements:
+    """The requirements of the release policy ``policy``, by default the one recorded in
+    ``evidence_dir``; raises :class:`EvidenceError` / :class:`RequirementsError` saying what
+    is missing or wrong."""
+    if policy is not None:
+        return load_policy(policy)
+    path = check_evidence_root(evidence_dir) / POLICY_FILE
+    if not path.is_file():
+        raise RequirementsError(
+            f"{path}: no release policy: record the provider's policy there or pass --policy"
+        )
+    return load_policy(path)
+
+
 def run_gate(evidence_dir: Path, *, readme: Path = Path("README.md"),
              manifest: Path | None = None, recipes: Path | None = None,
-             requirements: Requirements | None = None,
+             requirements: Requirements | None = None, policy: Path | None = None,
              now: datetime | None = None, report_dir: Path | None = None) -> GateResult:
     """Judge ``evidence_dir``; the report is schema-valid (``release-gate-report``).
+
+    The requirements are ``requirements`` if given, else the release policy ``policy``
+    (default ``evidence_dir/release-policy.json``); a missing or broken policy raises
+    :class:`RequirementsError` naming the file and field.
 
     Every path in the report is relative to the evidence folder, and
     ``environment.evidence_dir`` is that folder relative to ``report_dir`` (where the reports
     are written; default the evidence folder itself, i.e. ``.``), so the reports and their
     links hold in any clone and from any working directory."""
-    inputs = _inputs(Path(evidence_dir), Path(readme), manifest, recipes,
-                     requirements or Requirements())
+    if requirements is None:
+        requirements = resolve_policy(Path(evidence_dir), policy)
+    inputs = _inputs(Path(evidence_dir), Path(readme), manifest, recipes, requirements)
     verdicts = judge_all(inputs)
     stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     report = {
@@ -206,7 +235,7 @@ def run_gate(evidence_dir: Path, *, readme: Path = Path("README.md"),
         "passed": all(v.passed for v in verdicts),
         "gates": [v.to_json() for v in verdicts],
         "environment": _environment(inputs, Path(report_dir or evidence_dir)),
-        "recipes": _recipe_rows(verdicts),
+        "recipes": _recipe_rows(verdicts, inputs.requirements.target),
         "files": evidence_files(inputs.evidence),
     }
     validation.check("release-gate-report", report)

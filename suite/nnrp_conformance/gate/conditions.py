@@ -152,17 +152,18 @@ def _manifest_failures(inputs: GateInputs) -> list[str]:
 
 
 def level1_implemented(inputs: GateInputs) -> GateVerdict:
+    req = inputs.requirements
     failures = _manifest_failures(inputs)
     evidence = [_manifest_label(inputs)] if inputs.manifest_path else []
     mandatory, optional = _expected_level1(inputs, failures)
     details: dict[str, Any] = {"mandatory": mandatory, "claimed_optional": optional}
     for role, version, ve in _gated(inputs):
         if ve is None:
-            failures.append(f"no evidence for the {role} (vLLM {version}): no execution plan")
+            failures.append(f"no evidence for the {role} ({req.target} {version}): no execution plan")
             continue
         plan = ve.plan
         if not plan.ok:
-            failures += [f"vLLM {version} execution plan: {p}" for p in plan.problems]
+            failures += [f"{req.target} {version} execution plan: {p}" for p in plan.problems]
             continue
         evidence.append(plan.label)
         selected = {c["id"] for c in plan.data["cases"]}
@@ -176,18 +177,18 @@ def level1_implemented(inputs: GateInputs) -> GateVerdict:
             kind = "mandatory" if case_id in mandatory else "claimed optional"
             if case_id not in selected:
                 failures.append(
-                    f"vLLM {version}: Level 1 {kind} recipe {case_id} was not selected "
+                    f"{req.target} {version}: Level 1 {kind} recipe {case_id} was not selected "
                     f"({plan.path.name} does not list it)"
                 )
                 continue
             selection = _diag(results.get(case_id, {})).get("selection")
             if selection not in (None, "selected"):
                 failures.append(
-                    f"vLLM {version}: Level 1 {kind} recipe {case_id} is recorded as "
+                    f"{req.target} {version}: Level 1 {kind} recipe {case_id} is recorded as "
                     f"{selection!r} in {ve.case_results.path.name}"
                 )
     ok = f"Level 1 claimed; {len(mandatory)} mandatory and {len(optional)} claimed optional " \
-         f"Level 1 recipes selected for every gated vLLM version"
+         f"Level 1 recipes selected for every gated {req.target} version"
     return _verdict(contract.GATE_LEVEL1_IMPLEMENTED, failures, ok, evidence=evidence,
                     details=details)
 
@@ -231,23 +232,24 @@ def _row(case: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def recipes_pass(inputs: GateInputs) -> GateVerdict:
+    req = inputs.requirements
     failures: list[str] = []
     evidence: list[str] = []
     tables: dict[str, list[dict[str, Any]]] = {}
     adapter = inputs.manifest.adapter if inputs.manifest else None
     for role, version, ve in _gated(inputs):
         if ve is None:
-            failures.append(f"no case results for the {role} (vLLM {version})")
+            failures.append(f"no case results for the {role} ({req.target} {version})")
             continue
         doc = ve.case_results
         if not doc.ok:
-            failures += [f"vLLM {version} case results: {p}" for p in doc.problems]
+            failures += [f"{req.target} {version} case results: {p}" for p in doc.problems]
             continue
         evidence.append(doc.label)
         if adapter is not None and doc.data["adapter"] != adapter:
             failures.append(f"{doc.label}: adapter {doc.data['adapter']!r} is not {adapter!r}")
         if not ve.plan.ok:
-            failures.append(f"vLLM {version}: no valid execution plan, the selected recipes "
+            failures.append(f"{req.target} {version}: no valid execution plan, the selected recipes "
                             f"are unknown ({ve.plan.problems[0]})")
             continue
         results = _results_by_id(doc)
@@ -257,12 +259,12 @@ def recipes_pass(inputs: GateInputs) -> GateVerdict:
             rows.append(row)
             if row["outcome"] != contract.OUTCOME_PASSED:
                 failures.append(
-                    f"vLLM {version}: {row['status']} recipe {case['id']} {row['outcome']}: "
+                    f"{req.target} {version}: {row['status']} recipe {case['id']} {row['outcome']}: "
                     f"{row.get('message', '')}"
                 )
         tables[version] = rows
     count = sum(len(rows) for rows in tables.values())
-    ok = f"all {count} selected recipe runs passed across {len(tables)} vLLM version(s)"
+    ok = f"all {count} selected recipe runs passed across {len(tables)} {req.target} version(s)"
     return _verdict(contract.GATE_RECIPES_PASS, failures, ok, evidence=evidence,
                     details={"versions": tables})
 
@@ -313,7 +315,7 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
             where, version, docs = BENCH_DIR, None, ev.benchmarks
         elif current is None:
             failures.append(
-                f"no {b.name!r} benchmark: no vLLM {req.current_line}.x evidence directory"
+                f"no {b.name!r} benchmark: no {req.target} {req.current_line}.x evidence directory"
             )
             continue
         else:
@@ -329,10 +331,10 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
         if missing:
             failures.append(f"{doc.label}: benchmark {b.name!r} lacks metric(s) "
                             f"{', '.join(missing)}")
-        vllm = doc.data["versions"].get("vllm")
-        if version is not None and vllm != version:
-            failures.append(f"{doc.label}: versions.vllm is {vllm!r}, the directory is for "
-                            f"vLLM {version}")
+        recorded = doc.data["versions"].get(req.target_key)
+        if version is not None and recorded != version:
+            failures.append(f"{doc.label}: versions.{req.target_key} is {recorded!r}, the "
+                            f"directory is for {req.target} {version}")
         evidence.append(doc.label)
     targets_missed: list[str] = []
     for version, doc in ev.all_benchmarks():
@@ -378,27 +380,29 @@ def missed_targets(doc: Document) -> list[str]:
     return sorted(k for k, v in params.items() if k.startswith("target.") and v is False)
 
 
-# --- (d) vLLM smoke -------------------------------------------------------------------------
+# --- (d) target smoke -----------------------------------------------------------------------
 
 
 def _smoke_failures(version: str, ve: VersionEvidence, req: Requirements) -> list[str]:
     out: list[str] = []
     doc = ve.smoke
     if not doc.ok:
-        return [f"vLLM {version} smoke: {p}" for p in doc.problems]
+        return [f"{req.target} {version} smoke: {p}" for p in doc.problems]
     results = doc.data["results"]
     if not results:
         return [f"{doc.label}: no smoke result recorded"]
     for r in results:
-        recorded = _diag(r).get("vllm")
+        key, target = req.target_key, req.target
+        recorded = _diag(r).get(key)
         if not isinstance(recorded, str):
-            out.append(f"{doc.label}: {r['id']}: diagnostics.vllm (the vLLM version) is missing")
+            out.append(f"{doc.label}: {r['id']}: diagnostics.{key} (the {target} version) is "
+                       "missing")
         elif recorded != version:
-            out.append(f"{doc.label}: {r['id']}: ran on vLLM {recorded}, the directory is for "
-                       f"{version}")
+            out.append(f"{doc.label}: {r['id']}: ran on {target} {recorded}, the directory is "
+                       f"for {version}")
         if isinstance(recorded, str) and not req.in_line(recorded):
-            out.append(f"{doc.label}: {r['id']}: vLLM {recorded} is outside the declared line "
-                       f"{req.declared_line}")
+            out.append(f"{doc.label}: {r['id']}: {target} {recorded} is outside the declared "
+                       f"line {req.declared_line}")
         if r["outcome"] != contract.OUTCOME_PASSED:
             out.append(f"{doc.label}: {r['id']} {r['outcome']}: {_failure_text(r)}")
         out += [f"{doc.label}: {r['id']}: {p}" for p in sequence_problems(r.get("events"),
@@ -415,15 +419,15 @@ def vllm_smoke(inputs: GateInputs) -> GateVerdict:
     for (role, version, ve), key in zip(_gated(inputs), ("lower_bound", "current"), strict=True):
         mine: list[str] = []
         if ve is None:
-            mine.append(f"no smoke for the {role} (vLLM {version}): "
-                        f"vllm-{version}/ is missing")
+            mine.append(f"no smoke for the {role} ({req.target} {version}): "
+                        f"{req.target_key}-{version}/ is missing")
         else:
             if not req.in_line(version):
-                mine.append(f"the {role} vLLM {version} is outside the declared line "
+                mine.append(f"the {role} {req.target} {version} is outside the declared line "
                             f"{req.declared_line}")
             mine += _smoke_failures(version, ve, req)
             if not ve.case_results.ok:
-                mine.append(f"vLLM {version}: no valid case results "
+                mine.append(f"{req.target} {version}: no valid case results "
                             f"({ve.case_results.problems[0]})")
             for d in (ve.smoke, ve.case_results):
                 if d.ok:

@@ -27,6 +27,7 @@ __all__ = [
     "MANIFEST_FILE",
     "PARITY_ADAPTER_LOG",
     "PARITY_HTTP_SERVER_LOG",
+    "POLICY_FILE",
     "ROOT_FILES",
     "SMOKE_FILE",
     "VERSION_FILES",
@@ -34,6 +35,7 @@ __all__ = [
     "Evidence",
     "EvidenceError",
     "VersionEvidence",
+    "check_evidence_root",
     "evidence_files",
     "load_document",
     "load_evidence",
@@ -44,16 +46,18 @@ CASE_RESULTS_FILE = "case-results.json"
 EXECUTION_PLAN_FILE = "execution-plan.json"
 SMOKE_FILE = "smoke.json"
 MANIFEST_FILE = "manifest.json"
+#: the provider's release policy the run was made for (``release-policy`` schema)
+POLICY_FILE = "release-policy.json"
 BENCH_DIR = "bench"
-#: the suite run's adapter (``vllm-<version>/``): its log sits beside the case results it served
+#: the suite run's adapter (``KEY-VERSION/``): its log sits beside the case results it served
 ADAPTER_LOG = "adapter.log"
-#: vLLM's own HTTP server, when a run beside the suite started one
+#: the serving target's own HTTP server, when a run beside the suite started one
 HTTP_SERVER_LOG = "http-server.log"
 #: the parity benchmark starts its own adapter and HTTP server; their logs get their own names
 #: so they never overwrite the suite run's ``adapter.log``
 PARITY_ADAPTER_LOG = f"{BENCH_DIR}/parity-adapter.log"
 PARITY_HTTP_SERVER_LOG = f"{BENCH_DIR}/parity-http-server.log"
-#: what a release run writes into ``vllm-<version>/`` (besides ``bench/*.json``), in the order
+#: what a release run writes into ``KEY-VERSION/`` (besides ``bench/*.json``), in the order
 #: the reports link them; each is linked only when present (older evidence lacks some logs)
 VERSION_FILES = (
     "report.html",
@@ -69,8 +73,7 @@ VERSION_FILES = (
     PARITY_HTTP_SERVER_LOG,
 )
 #: what the release run writes at the evidence root (besides ``bench/*.json``)
-ROOT_FILES = (MANIFEST_FILE, "release-run.json")
-_VERSION_DIR = re.compile(r"vllm-(?P<version>.+)\Z")
+ROOT_FILES = (MANIFEST_FILE, POLICY_FILE, "release-run.json")
 _MAX_PROBLEMS = 5  # schema violations quoted per document
 
 
@@ -147,7 +150,7 @@ def _bench_documents(directory: Path, root: Path) -> list[Document]:
 
 @dataclass
 class VersionEvidence:
-    """Everything recorded for one vLLM version (``DIR/vllm-<version>/``)."""
+    """Everything recorded for one version of the serving target (``DIR/KEY-VERSION/``)."""
 
     version: str
     directory: Path
@@ -179,17 +182,25 @@ class Evidence:
         return out
 
 
-def load_evidence(root: Path) -> Evidence:
-    """Read the whole tree under ``root``; raises :class:`EvidenceError` only if it is unusable."""
+def check_evidence_root(root: Path | str) -> Path:
+    """``root`` as a Path; raises :class:`EvidenceError` if it is no directory."""
     root = Path(root)
     if not root.exists():
         raise EvidenceError(f"{root}: evidence directory does not exist")
     if not root.is_dir():
         raise EvidenceError(f"{root}: not a directory")
+    return root
+
+
+def load_evidence(root: Path, target_key: str) -> Evidence:
+    """Read the whole tree under ``root``, one ``TARGET_KEY-VERSION/`` directory per version
+    of the serving target; raises :class:`EvidenceError` only if it is unusable."""
+    root = check_evidence_root(root)
     versions: dict[str, VersionEvidence] = {}
     unparsable: list[Path] = []
+    version_dir = re.compile(rf"{re.escape(target_key)}-(?P<version>.+)\Z")
     for child in sorted(root.iterdir()):
-        match = _VERSION_DIR.match(child.name)
+        match = version_dir.match(child.name)
         if not child.is_dir() or match is None:
             continue
         try:

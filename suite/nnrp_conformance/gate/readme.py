@@ -1,8 +1,8 @@
-"""What the README must document: the supported vLLM line and the optional dependencies.
+"""What the README must document: the serving target's supported line and the extras.
 
 Owns: reading README.md (Markdown, tables or prose) for the declared range, the lower bound
-tested, the current line tested and the extras, and cross-checking the ``vllm`` extra in a
-``pyproject.toml`` beside it. Returns facts and problems; the gate turns them into a verdict.
+tested, the current line tested and the extras, and cross-checking the target's extra (the
+policy's target key, e.g. ``vllm``) in a ``pyproject.toml`` beside it. Returns facts and problems; the gate turns them into a verdict.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ def _lines_mentioning(lines: list[str], phrase: str) -> list[tuple[int, str]]:
     return [(i + 1, line) for i, line in enumerate(lines) if phrase in line.lower()]
 
 
-def _specifier_in(line: str) -> str | None:
+def _specifier_in(line: str, key: str) -> str | None:
     for text in _CODE.findall(line) or [line]:
         candidate = text.strip()
-        if candidate.lower().startswith("vllm"):
-            candidate = candidate[4:].strip()
+        if candidate.lower().startswith(key):
+            candidate = candidate[len(key) :].strip()
         start = _SPEC_OPS.search(candidate)
         if start is None:
             continue
@@ -73,17 +73,17 @@ def _section(lines: list[str], title: str) -> list[str] | None:
     return None
 
 
-def _pyproject_line(pyproject: Path) -> str | None:
+def _pyproject_line(pyproject: Path, key: str) -> str | None:
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
-    for entry in data.get("project", {}).get("optional-dependencies", {}).get("vllm", []):
+    for entry in data.get("project", {}).get("optional-dependencies", {}).get(key, []):
         try:
             req = Requirement(entry)
         except InvalidRequirement:
             continue
-        if req.name.lower() == "vllm":
+        if req.name.lower() == key:
             return str(req.specifier)
     return None
 
@@ -106,12 +106,14 @@ def read_readme(path: Path, req: Requirements, *, label: str | None = None) -> R
     facts.evidence.append(shown)
     lines = text.splitlines()
 
-    ranges = [(n, _specifier_in(line)) for n, line in _lines_mentioning(lines, "declared range")]
+    key = req.target_key
+    ranges = [(n, _specifier_in(line, key))
+              for n, line in _lines_mentioning(lines, "declared range")]
     ranges = [(n, s) for n, s in ranges if s]
     if not ranges:
         facts.problems.append(
-            f"{shown}: no 'declared range' with a vLLM version specifier "
-            f"(expected `vllm{req.declared_line}`)"
+            f"{shown}: no 'declared range' with a {req.target} version specifier "
+            f"(expected `{key}{req.declared_line}`)"
         )
     else:
         line_no, facts.declared_range = ranges[0]
@@ -167,12 +169,12 @@ def read_readme(path: Path, req: Requirements, *, label: str | None = None) -> R
     pyproject = path.parent / "pyproject.toml"
     pyproject_shown = posixpath.join(posixpath.dirname(shown), pyproject.name)
     if pyproject.is_file():
-        declared = _pyproject_line(pyproject)
+        declared = _pyproject_line(pyproject, key)
         if declared is not None and SpecifierSet(declared) != req.specifier:
             facts.problems.append(
-                f"{pyproject_shown}: the `vllm` extra declares {declared!r}, the release's line is "
-                f"{req.declared_line!r}"
+                f"{pyproject_shown}: the `{key}` extra declares {declared!r}, the release's line "
+                f"is {req.declared_line!r}"
             )
         elif declared is not None:
-            facts.evidence.append(f"{pyproject_shown}: extra vllm{declared}")
+            facts.evidence.append(f"{pyproject_shown}: extra {key}{declared}")
     return facts

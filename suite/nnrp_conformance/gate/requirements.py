@@ -1,56 +1,38 @@
-"""What a release must show: the vLLM line, the benchmark baseline and the README facts.
+"""What a release must show, read from the provider's release policy (a data file).
 
-The one place these are listed. The gate judges recorded evidence against them; the
-benchmarks name their documents and metrics from :data:`BENCHMARKS` so the two cannot
-drift. The vLLM line restates the adapter's ``SUPPORTED_VLLM`` (the suite never imports
-the adapter; a unit test keeps the two equal).
+Owns :class:`Requirements` (the serving target and its version line, the benchmark baseline
+and the README extras) and :func:`load_policy`, which reads a ``release-policy`` document
+(``schemas/release-policy.schema.json``) and names the file and field of anything wrong.
+The gate's engine is provider-neutral: no target, version or benchmark is written here;
+the reference adapter's policy is ``manifests/vllm-nnrp-adapter.release-policy.json``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Final
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from nnrp_conformance import validation
+
 __all__ = [
-    "BENCHMARKS",
-    "BENCH_CANCELLATION_LATENCY",
-    "BENCH_MAPPER",
-    "BENCH_PARITY",
-    "BENCH_STREAMING_LATENCY",
-    "BENCH_WIRE",
-    "CURRENT_LINE",
-    "DECLARED_VLLM_LINE",
-    "LOWER_BOUND",
-    "README_EXTRAS",
     "SCOPE_SHARED",
     "SCOPE_VERSION",
     "BenchmarkRequirement",
     "Requirements",
     "RequirementsError",
+    "load_policy",
 ]
 
-#: the vLLM versions the adapter supports (the ``vllm`` extra's specifier)
-DECLARED_VLLM_LINE: Final = ">=0.18.0,<0.23"
-#: the exact lowest version a release is smoke-tested on
-LOWER_BOUND: Final = "0.18.1"
-#: the newest release line (``major.minor``); the highest recorded ``0.22.x`` is gated
-CURRENT_LINE: Final = "0.22"
-#: optional-dependency extras the README must document
-README_EXTRAS: Final = ("vllm", "prometheus", "dev")
-
-#: a benchmark recorded once, independent of the vLLM version (``DIR/bench/``)
+#: a benchmark recorded once, independent of the target's version (``DIR/bench/``)
 SCOPE_SHARED: Final = "shared"
-#: a benchmark recorded per vLLM version (``DIR/vllm-<version>/bench/``), current line required
+#: a benchmark recorded per target version (``DIR/KEY-VERSION/bench/``), current line required
 SCOPE_VERSION: Final = "version"
-
-BENCH_WIRE: Final = "wire"
-BENCH_MAPPER: Final = "mapper"
-BENCH_STREAMING_LATENCY: Final = "streaming-latency"
-BENCH_CANCELLATION_LATENCY: Final = "cancellation-latency"
-BENCH_PARITY: Final = "parity"
 
 
 @dataclass(frozen=True)
@@ -65,58 +47,32 @@ class BenchmarkRequirement:
     latency: bool = False
 
 
-BENCHMARKS: Final = (
-    BenchmarkRequirement(
-        BENCH_WIRE, SCOPE_SHARED, ("wire.events_per_s",), "NNRP wire event throughput"
-    ),
-    BenchmarkRequirement(
-        BENCH_MAPPER,
-        SCOPE_SHARED,
-        ("mapper.mappings_per_s", "floor.mappings_per_s"),
-        "chunk → event → wire bytes mapper throughput, with its parse+serialise floor",
-    ),
-    BenchmarkRequirement(
-        BENCH_STREAMING_LATENCY,
-        SCOPE_VERSION,
-        ("stream.ttft_ms", "stream.inter_event_ms"),
-        "streaming latency over NNRP (time to first event, gap between events)",
-        latency=True,
-    ),
-    BenchmarkRequirement(
-        BENCH_CANCELLATION_LATENCY,
-        SCOPE_VERSION,
-        ("cancel.latency_ms",),
-        "cancellation latency (cancel sent → terminal seen)",
-        latency=True,
-    ),
-    BenchmarkRequirement(
-        BENCH_PARITY,
-        SCOPE_VERSION,
-        ("nnrp.tokens_per_s", "http.tokens_per_s"),
-        "NNRP vs vLLM's own HTTP server, same model and prompts",
-    ),
-)
-
-
 class RequirementsError(ValueError):
-    """A requirement that cannot be used (bad specifier or version)."""
+    """A policy that cannot be used (unreadable file, schema violation, bad specifier)."""
 
 
 @dataclass(frozen=True)
 class Requirements:
-    """The release's requirements; the defaults are this project's declared line."""
+    """One release's requirements (:func:`load_policy` builds them from a policy file).
 
-    declared_line: str = DECLARED_VLLM_LINE
-    lower_bound: str = LOWER_BOUND
-    current_line: str = CURRENT_LINE
-    extras: tuple[str, ...] = README_EXTRAS
-    benchmarks: tuple[BenchmarkRequirement, ...] = field(default=BENCHMARKS)
+    ``target`` names the serving target in reports; ``target_key`` is its distribution name:
+    the extra and requirement that pin it, the evidence directory prefix (``KEY-VERSION/``)
+    and the ``versions``/``diagnostics`` field recording the version a run used."""
+
+    target: str
+    target_key: str
+    declared_line: str
+    lower_bound: str
+    current_line: str
+    extras: tuple[str, ...] = ()
+    benchmarks: tuple[BenchmarkRequirement, ...] = ()
+    current_tested: str | None = None
 
     def __post_init__(self) -> None:
         try:
             SpecifierSet(self.declared_line)
         except InvalidSpecifier as exc:
-            raise RequirementsError(f"declared vLLM line {self.declared_line!r}: {exc}") from None
+            raise RequirementsError(f"declared line {self.declared_line!r}: {exc}") from None
         try:
             Version(self.lower_bound)
         except InvalidVersion:
@@ -126,8 +82,12 @@ class Requirements:
         parts = self.current_line.split(".")
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
             raise RequirementsError(
-                f"current line {self.current_line!r} must be MAJOR.MINOR, e.g. 0.22"
+                f"current line {self.current_line!r} must be MAJOR.MINOR (two numbers)"
             )
+
+    def replace(self, **changes: Any) -> Requirements:
+        """A copy with ``changes`` (``None`` values are ignored: the policy's value stays)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     @property
     def specifier(self) -> SpecifierSet:
@@ -146,3 +106,54 @@ class Requirements:
         except InvalidVersion:
             return False
         return f"{v.major}.{v.minor}" == self.current_line
+
+    def metrics_of(self, benchmark: str) -> tuple[str, ...]:
+        """The metric names the baseline requires of ``benchmark`` (empty if not required)."""
+        for b in self.benchmarks:
+            if b.name == benchmark:
+                return b.metrics
+        return ()
+
+
+def requirements_from_document(doc: Any, *, source: str = "release policy") -> Requirements:
+    """:class:`Requirements` from a parsed policy document; errors name ``source`` and field."""
+    problems = validation.validate("release-policy", doc)
+    if problems:
+        raise RequirementsError(
+            f"{source}: " + "; ".join(f"{v.pointer or '/'}: {v.message}" for v in problems)
+        )
+    line = doc["line"]
+    try:
+        return Requirements(
+            target=doc["target"]["name"],
+            target_key=doc["target"]["key"],
+            declared_line=line["declared"],
+            lower_bound=line["lower_bound"],
+            current_line=line["current_line"],
+            current_tested=line.get("current_tested"),
+            extras=tuple(doc["readme"]["extras"]),
+            benchmarks=tuple(
+                BenchmarkRequirement(b["name"], b["scope"], tuple(b["metrics"]), b["title"],
+                                     bool(b.get("latency", False)))
+                for b in doc["benchmarks"]
+            ),
+        )
+    except RequirementsError as exc:
+        raise RequirementsError(f"{source}: /line: {exc}") from None
+
+
+def load_policy(path: Path | str) -> Requirements:
+    """Read and check the release policy at ``path``."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RequirementsError(f"release policy {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RequirementsError(f"release policy {path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RequirementsError(
+            f"release policy {path}: invalid JSON at line {exc.lineno} column {exc.colno}: "
+            f"{exc.msg}"
+        ) from None
+    return requirements_from_document(doc, source=f"release policy {path}")
