@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from nnrp.client import NativeClientSessionOptions, connect_native_client_connection
@@ -217,7 +217,11 @@ class Operation:
         await self._client._await(
             fut, self._client.command_timeout, f"cancel of operation {self.operation_id}"
         )
-        assert self.cancel_sent_at_ns is not None
+        sent = self._cancel_sent()  # set by the pump thread while this task awaited
+        assert sent is not None
+        return sent
+
+    def _cancel_sent(self) -> int | None:
         return self.cancel_sent_at_ns
 
     def finding(self, rule: str, detail: str, **extra: Any) -> None:
@@ -279,7 +283,7 @@ class _EventIterator:
             if item is _DONE:
                 self._stop_timer()
                 raise StopAsyncIteration
-            return item
+            return cast(ReceivedEvent, item)
 
     def _stop_timer(self) -> None:
         if self._timer is not None:

@@ -118,7 +118,8 @@ class SyncProxy:
                 return [item async for item in attr(*args, **kwargs)]
 
             def collect(*args: Any, **kwargs: Any) -> list[Any]:
-                return self._core.call(drain, *args, **kwargs)
+                items: list[Any] = self._core.call(drain, *args, **kwargs)
+                return items
 
             collect.__name__ = name
             collect.__doc__ = attr.__doc__

@@ -143,7 +143,7 @@ class PlannedCase:
 
     @property
     def expected_terminal(self) -> str:
-        return self.expect.get("terminal", contract.TERMINAL_SUCCESS)
+        return str(self.expect.get("terminal", contract.TERMINAL_SUCCESS))
 
     @property
     def raw(self) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ import io
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -312,7 +312,9 @@ class NnrpConformancePlugin:
 
     # collection -------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_make_collect_report(self, collector: pytest.Collector) -> Iterator[Any]:
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
         report = yield
         if (self.collect_recipes and isinstance(collector, pytest.Session)
                 and report.outcome == "passed" and self.core.plan is not None):
@@ -322,8 +324,9 @@ class NnrpConformancePlugin:
 
     # running ----------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
-                                  ) -> Iterator[Any]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if isinstance(item, RecipeItem):
             record = item.record

@@ -90,7 +90,7 @@ def default_model(capabilities: Mapping[str, Any] | None) -> str | None:
     """The first model the endpoint's capability document lists (fills ``${MODEL_ID}``)."""
     for model in (capabilities or {}).get("models") or ():
         if isinstance(model, Mapping) and isinstance(model.get("id"), str) and model["id"]:
-            return model["id"]
+            return str(model["id"])
     return None
 
 
@@ -285,8 +285,7 @@ class ConformanceCore:
             self.capabilities = dict(capabilities)
         if self.manifest is None:
             self.load_manifest()
-        if self.recipes is None:
-            self.load_recipes()
+        recipes = self.recipes if self.recipes is not None else self.load_recipes()
         self.model_id = (self.options.model or default_model(self.capabilities)
                          or next(iter(self.manifest.models), None))
         if self.model_id is None and self.options.target:
@@ -297,7 +296,7 @@ class ConformanceCore:
                              f"(CLI: --model ID), or the document with --nnrp-capabilities FILE")
         try:
             self.plan = build_plan(
-                self.recipes,
+                recipes,
                 self.manifest,
                 model_id=self.model_id,
                 params=dict(self.options.params),
@@ -310,8 +309,9 @@ class ConformanceCore:
 
     def plan_document(self) -> dict[str, Any]:
         art = self.options.artifacts()
-        return self.plan.to_json(self.options.shown(art.results),
-                                 self.options.shown(art.evidence_dir))
+        doc: dict[str, Any] = self.plan.to_json(self.options.shown(art.results),
+                                                self.options.shown(art.evidence_dir))
+        return doc
 
     def write_plan(self) -> Path:
         from nnrp_conformance.validation import SchemaViolationError

@@ -47,7 +47,7 @@ def terminal_kind(delivery: str | None, event: Any = None, *, status_code: Any =
     """The profile terminal kind of one delivery (mapping and reasons: module doc)."""
     etype = event.get("type") if isinstance(event, dict) else None
     if delivery == "result_push":
-        kind = _KIND_OF_EVENT.get(etype)
+        kind = _KIND_OF_EVENT.get(etype) if isinstance(etype, str) else None
         if kind is not None:
             return kind
         if isinstance(status_code, int) and status_code >= contract.WIRE_STATUS_ERROR:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -102,7 +102,8 @@ def load_schema(name: str) -> dict[str, Any]:
         raise UnknownSchemaError(
             f"unknown schema {name!r}; known schemas: {', '.join(sorted(schemas))}"
         )
-    return json.loads(json.dumps(schemas[name]))
+    copy: dict[str, Any] = json.loads(json.dumps(schemas[name]))
+    return copy
 
 
 @cache
@@ -111,19 +112,22 @@ def registry() -> referencing.Registry:
 
     def refuse(uri: str) -> referencing.Resource:
         # Never fetch: a $ref outside the package is a packaging bug, not a network lookup.
-        raise referencing.exceptions.NoSuchResource(ref=uri)
+        raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
 
     resources_ = [
         (schema["$id"], DRAFT202012.create_resource(schema)) for schema in _schemas().values()
     ]
-    return referencing.Registry(retrieve=refuse).with_resources(resources_).crawl()
+    # Registry is an attrs class: mypy sees no keyword for its ``retrieve`` field
+    return referencing.Registry(retrieve=refuse).with_resources(  # type: ignore[call-arg]
+        resources_
+    ).crawl()
 
 
 @cache
 def _validator(name: str) -> Draft202012Validator:
     schema = _schemas().get(name)
     if schema is None:
-        load_schema(name)  # raises UnknownSchemaError with the list of names
+        schema = load_schema(name)  # raises UnknownSchemaError with the list of names
     return Draft202012Validator(schema, registry=registry())
 
 
@@ -143,7 +147,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= _MAX_SHOWN else f"{text[:_MAX_SHOWN]}… ({len(text)} chars)"
 
 
-def _label(path: list[object]) -> str:
+def _label(path: Sequence[object]) -> str:
     if not path:
         return "the document"
     if isinstance(path[-1], int):
@@ -177,8 +181,11 @@ def _additional(error: ValidationError) -> list[str]:
     ]
 
 
-def _message(error: ValidationError, path: list[object]) -> str:
-    rule, expected, value = error.validator, error.validator_value, error.instance
+def _message(error: ValidationError, path: Sequence[object]) -> str:
+    # the keyword's value and the instance are whatever JSON the schema and document hold
+    rule = error.validator
+    expected: Any = error.validator_value
+    value: Any = error.instance
     label = _label(path)
     if rule == "type":
         names = expected if isinstance(expected, list) else [expected]
@@ -225,8 +232,9 @@ def _violations(error: ValidationError, name: str) -> Iterator[Violation]:
     path = list(error.absolute_path)
     schema_path = f"{name}#{_pointer(error.absolute_schema_path)}"
     rule = str(error.validator)
+    required: Any = error.validator_value
     if rule == "required" and isinstance(error.instance, dict):
-        for name in error.validator_value:
+        for name in required:
             if name not in error.instance:
                 yield Violation(
                     _pointer([*path, name]), rule, f"missing required field '{name}'", schema_path

@@ -45,8 +45,8 @@ def json_contains(actual: Any, expected: Any) -> bool:
         return isinstance(actual, list) and len(actual) >= len(expected) and all(
             json_contains(a, e) for a, e in zip(actual, expected, strict=False))
     if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
-    return expected == actual
+        return type(expected) is type(actual) and bool(expected == actual)
+    return bool(expected == actual)
 
 
 def mismatch(actual: Any, expected: Any, path: str = "") -> str | None:

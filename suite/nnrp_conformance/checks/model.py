@@ -63,17 +63,18 @@ class Observation:
     ``max_events``, ``delivery``, ``drop_reason``, ``status_code``, ``exception``.
     """
 
-    events: list[dict[str, Any] | None] = field(default_factory=list)
+    # What the endpoint sent is untrusted JSON: typed Any, every check tests its shape first.
+    events: list[Any] = field(default_factory=list)
     raw_events: list[Any] = field(default_factory=list)
     terminal_kind: str | None = None
-    terminal_event: dict[str, Any] | None = None
+    terminal_event: Any = None
     wire_findings: list[dict[str, Any]] = field(default_factory=list)
     timed_out: bool = False
     cancelled_at_index: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def sequence(self) -> list[dict[str, Any] | None]:
+    def sequence(self) -> list[Any]:
         """Partial events then the terminal event (when it has one)."""
         seq = list(self.events)
         if self.terminal_event is not None:

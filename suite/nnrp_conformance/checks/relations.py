@@ -25,7 +25,7 @@ check; nothing else judges these.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks.context import SPEC, Context, show, type_of
@@ -33,7 +33,7 @@ from nnrp_conformance.checks.context import SPEC, Context, show, type_of
 __all__ = ["RELATION_CHECKS"]
 
 
-def _int(value: Any) -> bool:
+def _int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -165,8 +165,8 @@ def check_completion_identity(ctx: Context) -> None:
                          f"event #{i}", index=i, expected=ref[key], seen=chunk[key], spec=spec)
                 return
     body = _final_body(ctx)
-    for key in _BODY_IDENTITY if body else ():
-        if key in body and key in ref and body[key] != ref[key]:
+    for key in _BODY_IDENTITY if body is not None else ():
+        if body is not None and key in body and key in ref and body[key] != ref[key]:
             ctx.fail("completion.identity", f"the completion body's {key} {body[key]!r} is "
                      f"not the streamed chunks' {ref[key]!r} (one completion, one {key})",
                      index=ctx.obs.terminal_index, expected=ref[key], seen=body[key],
@@ -249,17 +249,19 @@ def check_capability_behaviour(ctx: Context) -> None:
                          f"#{i}: {show(ev)}", index=i, expected="no tool-call events",
                          seen=type_of(ev), spec=spec)
                 return
-    models = {m.get("id") for m in doc.get("models") or ()
-              if isinstance(m, dict) and isinstance(m.get("id"), str)}
+    models: set[str] = {m["id"] for m in doc.get("models") or ()
+                        if isinstance(m, dict) and isinstance(m.get("id"), str)}
     if not models or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
     body = _final_body(ctx)
-    named = [(ctx.obs.terminal_index, body.get("model"))] if body else []
+    named: list[tuple[int | None, Any]] = (
+        [(ctx.obs.terminal_index, body.get("model"))] if body else []
+    )
     named += [(i, chunk.get("model")) for i, chunk in _chunks(ctx)]
-    for i, model in named:
+    for where, model in named:
         if isinstance(model, str) and model not in models:
             ctx.fail("capability.behaviour", f"the answer names model {model!r}, which the "
-                     f"capability document does not list ({sorted(models)})", index=i,
+                     f"capability document does not list ({sorted(models)})", index=where,
                      expected=sorted(models), seen=model, spec=spec)
             return
 

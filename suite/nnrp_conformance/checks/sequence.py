@@ -93,6 +93,11 @@ def check_usage(ctx: Context) -> None:
                  "near-final)")
 
 
+def _token_count(value: Any) -> bool:
+    """A non-negative integer (``true`` is not ``1``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def check_usage_shape(ctx: Context) -> None:
     seq = ctx.seq
     spec = f"{SPEC} §4 response.usage"
@@ -101,8 +106,7 @@ def check_usage_shape(ctx: Context) -> None:
             continue
         usage = ev.get("usage")
         bad = [k for k in ("input_tokens", "output_tokens", "total_tokens")
-               if not isinstance(usage, dict) or isinstance(usage.get(k), bool)
-               or not isinstance(usage.get(k), int) or usage.get(k) < 0]
+               if not (isinstance(usage, dict) and _token_count(usage.get(k)))]
         if bad:
             ctx.fail("usage.shape", f"usage.{', usage.'.join(bad)} must be non-negative "
                      f"integers — {at(seq, i)}", index=i,

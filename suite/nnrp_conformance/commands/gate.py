@@ -112,7 +112,9 @@ def main(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_FAILED
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Register ``gate`` on an argparse subparsers object (for callers not using the cli scan)."""
     parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     add_arguments(parser)

@@ -288,7 +288,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``init`` on an ``add_subparsers()`` object (the CLI also finds it by itself)."""
-    parser = subparsers.add_parser(NAME, help=HELP, description=HELP)
+    parser: argparse.ArgumentParser = subparsers.add_parser(NAME, help=HELP, description=HELP)
     add_arguments(parser)
     parser.set_defaults(_command=sys.modules[__name__])
     return parser

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from nnrp_conformance.commands._options import add_run_options, error, options_from_args
 from nnrp_conformance.events import EventBus
@@ -45,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
             return 2
         art = options.artifacts()
         results = CaseResultsHandler(art.results)
-        handlers: list = [results]
+        handlers: list[Any] = [results]
         if art.report_md is not None and art.report_html is not None:
             handlers += [MarkdownHandler(art.report_md), HtmlHandler(art.report_html)]
         terminal = TerminalHandler(console, progress=True)

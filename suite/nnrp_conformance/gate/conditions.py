@@ -272,7 +272,9 @@ def recipes_pass(inputs: GateInputs) -> GateVerdict:
 # --- (c) benchmark baseline -----------------------------------------------------------------
 
 
-def _summary(version: str | None, doc: Document, title: str | None, latency: bool) -> dict:
+def _summary(
+    version: str | None, doc: Document, title: str | None, latency: bool
+) -> dict[str, Any]:
     data = doc.data
     metrics = []
     for m in data["metrics"]:

@@ -43,7 +43,7 @@ def _lines_mentioning(lines: list[str], phrase: str) -> list[tuple[int, str]]:
 
 def _specifier_in(line: str, key: str) -> str | None:
     for text in _CODE.findall(line) or [line]:
-        candidate = text.strip()
+        candidate = str(text).strip()
         if candidate.lower().startswith(key):
             candidate = candidate[len(key) :].strip()
         start = _SPEC_OPS.search(candidate)
@@ -107,17 +107,17 @@ def read_readme(path: Path, req: Requirements, *, label: str | None = None) -> R
     lines = text.splitlines()
 
     key = req.target_key
-    ranges = [(n, _specifier_in(line, key))
-              for n, line in _lines_mentioning(lines, "declared range")]
-    ranges = [(n, s) for n, s in ranges if s]
+    ranges = [(n, spec) for n, line in _lines_mentioning(lines, "declared range")
+              if (spec := _specifier_in(line, key))]
     if not ranges:
         facts.problems.append(
             f"{shown}: no 'declared range' with a {req.target} version specifier "
             f"(expected `{key}{req.declared_line}`)"
         )
     else:
-        line_no, facts.declared_range = ranges[0]
-        if SpecifierSet(facts.declared_range) != req.specifier:
+        line_no, declared_range = ranges[0]
+        facts.declared_range = declared_range
+        if SpecifierSet(declared_range) != req.specifier:
             facts.problems.append(
                 f"{shown}:{line_no}: declared range {facts.declared_range!r} differs from the "
                 f"release's line {req.declared_line!r}"

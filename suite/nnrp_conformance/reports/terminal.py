@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -27,7 +28,7 @@ def summary_console(file: object = None, *, color: bool | None = None,
                     width: int | None = None) -> Console:
     """A console for the summary: never narrower than :data:`MIN_WIDTH`."""
     probe = Console(file=file) if file is not None else Console()  # type: ignore[arg-type]
-    kwargs: dict = {"highlight": False, "width": max(width or probe.width, MIN_WIDTH)}
+    kwargs: dict[str, Any] = {"highlight": False, "width": max(width or probe.width, MIN_WIDTH)}
     if file is not None:
         kwargs["file"] = file
     if color is not None:

@@ -175,11 +175,12 @@ def decode_typed_frames(metadata: Any, body: bytes, *, where: str) -> tuple[Any,
             f"payload_frame_count {count} x {contract.WIRE_TYPED_DESCRIPTOR_BYTES} required",
         )
     try:
-        return unpack_typed_payload_frames(
+        frames: tuple[Any, ...] = unpack_typed_payload_frames(
             view.typed_payload_descriptor_region,
             view.typed_payload_frame_region,
             payload_kind_bitmap=int(metadata.payload_kind_bitmap),
         )
+        return frames
     except (ValueError, TypeError) as exc:
         raise WireViolation(
             f"{where}.frames", f"typed payload frames do not decode: {exc}"

@@ -130,7 +130,8 @@ async def aclose(held: Held | None, timeout: float = DEFAULT_CLOSE_TIMEOUT_S) ->
         return True
     with anyio.CancelScope(shield=True):
         close_in_thread(held)
-        return await anyio.to_thread.run_sync(held.closed.wait, timeout)
+        finished = await anyio.to_thread.run_sync(held.closed.wait, timeout)
+    return finished
 
 
 def open_objects() -> list[Held]:

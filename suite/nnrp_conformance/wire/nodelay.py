@@ -22,8 +22,8 @@ _PROC_FD = "/proc/self/fd"
 class TcpSocket:
     fd: int
     inode: str
-    local: tuple
-    peer: tuple
+    local: tuple[str, int]
+    peer: tuple[str, int]
 
 
 def connected_tcp_sockets() -> list[TcpSocket]:

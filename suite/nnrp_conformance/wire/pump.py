@@ -92,6 +92,7 @@ def unreachable_reason(endpoint: Endpoint, timeout: float = 1.0) -> str | None:
     nnrp-py reports a refused connection as an internal error with a detail code; a plain
     TCP (or Unix socket) connect says it in words. Only called after a failed connect, so a
     probe of a port that does listen costs one accepted-and-closed connection."""
+    where: str | tuple[str, int]
     if endpoint.transport == "ipc":
         path = endpoint.provider_uri.removeprefix("unix://")
         family, where, shown = socket.AF_UNIX, path, path
