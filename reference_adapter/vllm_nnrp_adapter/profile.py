@@ -20,6 +20,9 @@ from typing import Any
 
 from nnrp_conformance import contract
 from nnrp_conformance.contract import (
+    ERR_INVALID_REQUEST,
+    ERR_INVALID_SCHEMA_VERSION,
+    ERR_UNSUPPORTED_OPERATION,
     ERROR_CODES,
     EV_CANCELLED,
     EV_COMPLETED,
@@ -197,7 +200,7 @@ def parse_envelope(
             text = bytes(payload).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ProfileError(
-                "invalid_request", f"envelope is not valid UTF-8 (byte {exc.start})"
+                ERR_INVALID_REQUEST, f"envelope is not valid UTF-8 (byte {exc.start})"
             ) from None
         try:
             obj = json.loads(text)
@@ -205,18 +208,18 @@ def parse_envelope(
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting too deep"
             where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
             raise ProfileError(
-                "invalid_request", f"envelope is not valid JSON: {detail}{where}"
+                ERR_INVALID_REQUEST, f"envelope is not valid JSON: {detail}{where}"
             ) from None
     else:
         obj = payload
     if not isinstance(obj, dict):
         raise ProfileError(
-            "invalid_request", f"envelope must be a JSON object, got {type(obj).__name__}"
+            ERR_INVALID_REQUEST, f"envelope must be a JSON object, got {type(obj).__name__}"
         )
     # The version decides how the rest is read, so it is judged first and on its own.
     if "schema_version" in obj and obj["schema_version"] != SCHEMA_VERSION:
         raise ProfileError(
-            "invalid_schema_version",
+            ERR_INVALID_SCHEMA_VERSION,
             f"schema_version must be {SCHEMA_VERSION!r}, got {obj['schema_version']!r}",
             param="schema_version",
         )
@@ -225,14 +228,14 @@ def parse_envelope(
         first = violations[0]
         param = first.pointer.lstrip("/").replace("/", ".") or None
         raise ProfileError(
-            "invalid_request",
+            ERR_INVALID_REQUEST,
             f"invalid envelope: {_describe(first.pointer)}: {first.message}",
             param=param,
         )
     operation = obj["operation"]
     if operation != OP_CAPABILITIES_GET and operation not in set(operations):
         raise ProfileError(
-            "unsupported_operation",
+            ERR_UNSUPPORTED_OPERATION,
             f"operation {operation!r} is not supported by this endpoint",
             param="operation",
         )

@@ -54,6 +54,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from nnrp_conformance.jsonsafe import jsonable
 from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM
 
 __all__ = [
@@ -308,7 +309,7 @@ def _validation_error(exc: Any) -> BackendError:
         item = {k: e[k] for k in ("type", "loc", "msg") if k in e}
         item["loc"] = ["body", *e.get("loc", ())]
         if "input" in e and e["type"] != "missing":
-            item["input"] = _jsonable(e["input"])
+            item["input"] = jsonable(e["input"])
         ctx = e.get("ctx") or {}
         if "error" in ctx:
             item["ctx"] = {"error": str(ctx["error"])}
@@ -330,13 +331,6 @@ def _validation_error(exc: Any) -> BackendError:
     family = "context_too_long" if _CONTEXT_RE.search(message) else "request_validation"
     return BackendError(family, message, status=400, error_type="Bad Request", original=original)
 
-
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _parse_sse(text: str) -> list[str]:

@@ -18,15 +18,16 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from nnrp_conformance import __version__, commands
+from nnrp_conformance import __version__, commands, contract
 
 __all__ = ["build_parser", "command_modules", "main"]
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_TARGET = 3
-EXIT_INTERRUPTED = 130
+# the exit statuses are the contract's (CI scripts read them); kept here as names too
+EXIT_OK = contract.EXIT_OK
+EXIT_FAILED = contract.EXIT_FAILED
+EXIT_USAGE = contract.EXIT_USAGE
+EXIT_TARGET = contract.EXIT_TARGET
+EXIT_INTERRUPTED = contract.EXIT_INTERRUPTED
 
 
 def command_modules() -> list[ModuleType]:

@@ -267,3 +267,26 @@ RELEASE_GATES: Final = (
     GATE_VLLM_SMOKE,
     GATE_README_DOCUMENTS,
 )
+
+# --- exit statuses of the nnrp-conformance command (what CI reads) --------------------------
+#: every selected case (or every gate condition) passed
+EXIT_OK: Final = 0
+#: a selected case, or a gate condition, failed
+EXIT_FAILED: Final = 1
+#: the inputs are unusable (manifest, recipes, options, evidence, policy)
+EXIT_USAGE: Final = 2
+#: the target could not be reached or answered nothing usable
+EXIT_TARGET: Final = 3
+#: interrupted (Ctrl-C), as a shell reports SIGINT
+EXIT_INTERRUPTED: Final = 130
+
+# --- case selection (execution plan ``selection``, case results ``diagnostics.selection``) --
+#: the case runs: its level and capabilities are claimed, its extension selected
+SEL_SELECTED: Final = "selected"
+#: an optional case whose capability the manifest does not claim (not run)
+SEL_NOT_CLAIMED: Final = "not_claimed"
+#: an informational case (runs, never fails the run)
+SEL_INFORMATIONAL: Final = "informational"
+#: a case of a critical extension the run did not select (not run)
+SEL_EXTENSION_NOT_SELECTED: Final = "extension_not_selected"
+SELECTIONS: Final = (SEL_SELECTED, SEL_NOT_CLAIMED, SEL_INFORMATIONAL, SEL_EXTENSION_NOT_SELECTED)

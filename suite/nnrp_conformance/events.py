@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nnrp_conformance import contract
+from nnrp_conformance.findings import Finding
+from nnrp_conformance.jsonsafe import jsonable
 
 if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
@@ -25,59 +27,10 @@ __all__ = [
     "CaseStarted",
     "EventBus",
     "EventHandler",
-    "FindingRecord",
     "RunEvent",
     "RunFinished",
     "RunStarted",
 ]
-
-
-def _jsonable(value: Any) -> Any:
-    """Findings carry arbitrary expected/seen values; keep them JSON-safe for xdist and files."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    return repr(value)
-
-
-@dataclass(frozen=True)
-class FindingRecord:
-    """One broken rule of one case, h2spec style: rule, spec citation, where, expected vs seen."""
-
-    rule: str
-    message: str
-    event_index: int | None = None
-    expected: Any = None
-    seen: Any = None
-    spec: str | None = None
-    level: str = "failed"  # failed | non-strict | informational (rules.py)
-
-    @classmethod
-    def from_finding(cls, finding: Any) -> FindingRecord:
-        return cls(
-            rule=str(getattr(finding, "rule", "")),
-            message=str(getattr(finding, "message", "")),
-            event_index=getattr(finding, "event_index", None),
-            expected=_jsonable(getattr(finding, "expected", None)),
-            seen=_jsonable(getattr(finding, "seen", None)),
-            spec=getattr(finding, "spec", None),
-            level=str(getattr(finding, "level", "failed")),
-        )
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FindingRecord:
-        return cls(
-            rule=str(data.get("rule", "")),
-            message=str(data.get("message", "")),
-            event_index=data.get("event_index"),
-            expected=data.get("expected"),
-            seen=data.get("seen"),
-            spec=data.get("spec"),
-            level=str(data.get("level", "failed")),
-        )
 
 
 @dataclass(frozen=True)
@@ -98,7 +51,7 @@ class CaseRecord:
     reason: str | None
     duration_s: float
     event_types: tuple[str, ...]
-    findings: tuple[FindingRecord, ...]
+    findings: tuple[Finding, ...]
     message: str | None
     upstream: dict[str, Any]
     started_at: str | None = None
@@ -120,16 +73,16 @@ class CaseRecord:
     @property
     def blocking(self) -> bool:
         """A failure that fails the run: every selected case, mandatory or optional (strict)."""
-        return self.failed and self.selection == "selected"
+        return self.failed and self.selection == contract.SEL_SELECTED
 
     @classmethod
     def from_result(cls, result: CaseResult) -> CaseRecord:
         verdict = getattr(result, "verdict", None)
         findings = tuple(
-            FindingRecord.from_finding(f) for f in (getattr(verdict, "findings", None) or ())
+            f.json_safe() for f in (getattr(verdict, "findings", None) or ())
         )
         message = getattr(verdict, "message", None) or None
-        upstream = _jsonable(result.to_upstream())
+        upstream = jsonable(result.to_upstream())
         if message is None and isinstance(upstream.get("message"), str):
             message = upstream["message"]
         events = getattr(result, "events", None) or ()
@@ -142,21 +95,21 @@ class CaseRecord:
             terminal=result.terminal,
             level=getattr(result, "level", None),
             status=str(getattr(result, "status", contract.STATUS_MANDATORY)),
-            selection=str(getattr(result, "selection", "selected")),
+            selection=str(getattr(result, "selection", contract.SEL_SELECTED)),
             reason=getattr(result, "reason", None),
             duration_s=float(getattr(result, "duration_s", 0.0) or 0.0),
             event_types=event_types,
             findings=findings,
             message=message,
             upstream=upstream,
-            started_at=_jsonable(getattr(result, "started_at", None)),
+            started_at=jsonable(getattr(result, "started_at", None)),
             verdict=str(getattr(verdict, "level", "") or result.outcome),
         )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["event_types"] = list(self.event_types)
-        data["findings"] = [asdict(f) for f in self.findings]
+        data["findings"] = [f.to_dict() for f in self.findings]
         return data
 
     @classmethod
@@ -167,11 +120,11 @@ class CaseRecord:
             terminal=data.get("terminal"),
             level=data.get("level"),
             status=str(data.get("status", contract.STATUS_MANDATORY)),
-            selection=str(data.get("selection", "selected")),
+            selection=str(data.get("selection", contract.SEL_SELECTED)),
             reason=data.get("reason"),
             duration_s=float(data.get("duration_s", 0.0)),
             event_types=tuple(data.get("event_types", ())),
-            findings=tuple(FindingRecord.from_dict(f) for f in data.get("findings", ())),
+            findings=tuple(Finding.from_dict(f) for f in data.get("findings", ())),
             message=data.get("message"),
             upstream=dict(data.get("upstream", {})),
             started_at=data.get("started_at"),
@@ -220,7 +173,7 @@ class RunFinished:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failed or self.interrupted else 0
+        return contract.EXIT_FAILED if self.failed or self.interrupted else contract.EXIT_OK
 
 
 RunEvent = RunStarted | CaseStarted | CaseFinished | RunFinished

@@ -82,11 +82,12 @@ __all__ = [
     "unclaimed_operation",
 ]
 
-SEL_SELECTED = "selected"
-SEL_NOT_CLAIMED = "not_claimed"
-SEL_INFORMATIONAL = "informational"
-SEL_EXTENSION_NOT_SELECTED = "extension_not_selected"
-SELECTIONS = (SEL_SELECTED, SEL_NOT_CLAIMED, SEL_INFORMATIONAL, SEL_EXTENSION_NOT_SELECTED)
+# the selection values are the contract's (the plan and the case results carry them)
+SEL_SELECTED = contract.SEL_SELECTED
+SEL_NOT_CLAIMED = contract.SEL_NOT_CLAIMED
+SEL_INFORMATIONAL = contract.SEL_INFORMATIONAL
+SEL_EXTENSION_NOT_SELECTED = contract.SEL_EXTENSION_NOT_SELECTED
+SELECTIONS = contract.SELECTIONS
 
 PARAM_MODEL_ID = "MODEL_ID"
 PARAM_UNSUPPORTED_OPERATION = "UNSUPPORTED_OPERATION"

@@ -423,7 +423,7 @@ class RecipeItem(pytest.Item):
         self.extra_keyword_matches.update(case.required_capabilities)
         self.user_properties += [("nnrp_recipe", case.id), ("nnrp_level", str(case.level)),
                                  ("nnrp_status", case.status)]
-        if case.selection != "selected":
+        if case.selection != contract.SEL_SELECTED:
             self.add_marker(pytest.mark.skip(reason=f"{case.selection}: {case.reason or ''}"
                                              .rstrip(": ")))
 

@@ -31,6 +31,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks import Finding, Observation, Verdict, judge
+from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class CaseResult:
             terminal = self.diagnostics.get("expected_terminal", contract.TERMINAL_SUCCESS)
         else:
             terminal = contract.TERMINAL_ERROR
-        diagnostics = _jsonable({
+        diagnostics = jsonable({
             **self.diagnostics,
             "verdict": self.verdict.level,
             "terminal_observed": self.terminal,
@@ -124,17 +125,6 @@ class CaseResult:
             "message": self.verdict.message[:65536],
         }
 
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, bytes | bytearray):
-        return bytes(value[:256]).decode("utf-8", "replace")
-    return repr(value)
 
 
 def unresponsive_result(case: PlannedCase, why: str) -> CaseResult:
@@ -329,7 +319,7 @@ def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> Non
     term = getattr(op, "terminal", None)
     if term is not None:
         extra["delivery"] = term.delivery
-        extra["drop_reason"] = _jsonable(getattr(term, "drop_reason", None))
+        extra["drop_reason"] = jsonable(getattr(term, "drop_reason", None))
         extra["status_code"] = getattr(term, "status_code", None)
         extra["terminal_detail"] = getattr(term, "detail", None)
         obs.terminal_kind = terminal_kind_of(term)

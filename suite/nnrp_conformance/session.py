@@ -349,7 +349,7 @@ class ConformanceCore:
         result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
         from nnrp_conformance import runner
 
-        if case.selection != "selected" and not force:
+        if case.selection != contract.SEL_SELECTED and not force:
             return runner.skipped_result(case)
         if len(self._silent) >= self.options.unresponsive_after:
             return runner.unresponsive_result(case, self.unresponsive_reason())

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nnrp_conformance.events import CaseRecord, FindingRecord, RunFinished, RunStarted
+from nnrp_conformance.events import CaseRecord, RunFinished, RunStarted
+from nnrp_conformance.findings import Finding
 from nnrp_conformance.plugin import capability_marker
 from nnrp_conformance.reports import report_paths
 from nnrp_conformance.reports.format import event_runs, findings_block, reason_text
@@ -23,7 +24,7 @@ def _record(outcome: str = "failed", findings: int = 2) -> CaseRecord:
         id="level1.chat.x", outcome=outcome, terminal="success", level=1, status="optional",
         selection="selected", reason=None, duration_s=0.5,
         event_types=("response.output_text.delta",) * 3 + ("response.completed",),
-        findings=tuple(FindingRecord(rule=f"rule.{i}", message=f"<bad & {i}>", event_index=i,
+        findings=tuple(Finding(rule=f"rule.{i}", message=f"<bad & {i}>", event_index=i,
                                      expected={"a": 1}, seen=[1, 2], spec="§4")
                        for i in range(findings)),
         message="m", upstream={"id": "level1.chat.x", "outcome": outcome,

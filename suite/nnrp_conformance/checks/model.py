@@ -1,34 +1,15 @@
-"""The data of a verdict: :class:`Observation` (what the suite saw of one operation),
-:class:`Finding` (one broken rule, expected vs seen, with its citation) and :class:`Verdict`."""
+"""The data of a verdict: :class:`Observation` (what the suite saw of one operation) and
+:class:`Verdict`; a verdict's findings are :class:`nnrp_conformance.findings.Finding`."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from nnrp_conformance import contract, rules
+from nnrp_conformance.findings import Finding
 
-
-@dataclass(frozen=True)
-class Finding:
-    """One broken rule: stable rule id, what went wrong, where, expected vs seen, citation."""
-
-    rule: str
-    message: str
-    event_index: int | None = None
-    expected: Any = None  # for a non-strict finding: the recommended value
-    seen: Any = None
-    spec: str = ""
-    level: str = rules.LEVEL_FAILED  # failed | non-strict | informational (rules.py)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        at = f" (event #{self.event_index})" if self.event_index is not None else ""
-        cite = f" — {self.spec}" if self.spec else ""
-        lv = "" if self.level == rules.LEVEL_FAILED else f" ({self.level})"
-        return f"[{self.rule}]{lv}{at} {self.message}{cite}"
+__all__ = ["Finding", "Observation", "Verdict"]
 
 
 @dataclass

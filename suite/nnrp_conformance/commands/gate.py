@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from nnrp_conformance import contract
 from nnrp_conformance.gate import (
     EvidenceError,
     GateResult,
@@ -29,7 +30,7 @@ from nnrp_conformance.validation import SchemaViolationError
 NAME = "gate"
 HELP = "check the release gate on recorded evidence and write the release-gate report"
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = contract.EXIT_OK, contract.EXIT_FAILED, contract.EXIT_USAGE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,16 +98,17 @@ def main(args: argparse.Namespace) -> int:
                           recipes=args.recipes, requirements=requirements,
                           report_dir=args.out or args.evidence)
     except (EvidenceError, RequirementsError) as exc:
-        err.print(f"nnrp-conformance gate: error: {exc}", markup=False)
+        err.print(f"nnrp-conformance gate: error: {exc}", markup=False, soft_wrap=True)
         return EXIT_USAGE
     except SchemaViolationError as exc:  # our own report broke its schema: a bug, said plainly
         err.print(f"nnrp-conformance gate: internal error, report not written:\n{exc}",
-                  markup=False)
+                  markup=False, soft_wrap=True)
         return EXIT_USAGE
     try:
         paths = write_reports(result, args.out or args.evidence)
     except OSError as exc:
-        err.print(f"nnrp-conformance gate: error: cannot write the reports: {exc}", markup=False)
+        err.print(f"nnrp-conformance gate: error: cannot write the reports: {exc}",
+                  markup=False, soft_wrap=True)
         return EXIT_USAGE
     print_result(console, result, paths)
     return EXIT_OK if result.passed else EXIT_FAILED

@@ -31,9 +31,7 @@ from nnrp_conformance.validation import validate
 NAME = "init"
 HELP = "write a starting manifest (and a review checklist) from a running endpoint"
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_TARGET = 3
+EXIT_OK, EXIT_USAGE, EXIT_TARGET = contract.EXIT_OK, contract.EXIT_USAGE, contract.EXIT_TARGET
 
 __all__ = [
     "HELP",

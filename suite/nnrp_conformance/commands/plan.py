@@ -12,6 +12,7 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
+from nnrp_conformance import contract
 from nnrp_conformance.commands._options import add_plan_options, error, options_from_args
 from nnrp_conformance.session import (
     ConformanceCore,
@@ -34,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
         options = options_from_args(args)
     except SetupError as exc:
         error(exc)
-        return 2
+        return contract.EXIT_USAGE
     core = ConformanceCore(options)
     try:
         core.load_manifest()
@@ -50,10 +51,10 @@ def main(args: argparse.Namespace) -> int:
         path = core.write_plan()
     except TargetError as exc:
         error(exc)
-        return 3
+        return contract.EXIT_TARGET
     except SetupError as exc:
         error(exc)
-        return 2
+        return contract.EXIT_USAGE
     finally:
         core.close()
     table = Table(title=f"execution plan: {plan.adapter}", title_justify="left")
@@ -65,4 +66,4 @@ def main(args: argparse.Namespace) -> int:
     console.print(table)
     console.print(f"{len(plan.selected())} of {len(plan.cases)} recipes selected; "
                   f"wrote {path}", markup=False)
-    return 0
+    return contract.EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nnrp_conformance import contract
 from nnrp_conformance.commands._options import add_run_options, error, options_from_args
 from nnrp_conformance.events import EventBus
 from nnrp_conformance.reports.case_results import CaseResultsHandler
@@ -27,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
         options = options_from_args(args)
     except SetupError as exc:
         error(exc)
-        return 2
+        return contract.EXIT_USAGE
     core = ConformanceCore(options)
     try:
         try:
@@ -40,10 +41,10 @@ def main(args: argparse.Namespace) -> int:
             core.write_plan()
         except TargetError as exc:
             error(exc)
-            return 3
+            return contract.EXIT_TARGET
         except SetupError as exc:
             error(exc)
-            return 2
+            return contract.EXIT_USAGE
         art = options.artifacts()
         results = CaseResultsHandler(art.results)
         handlers: list[Any] = [results]
@@ -59,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         console.print("[bold red]case results break the case-results schema:[/]")
         for v in results.violations:
             console.print(f"  {v}", markup=False)
-        return 1
+        return contract.EXIT_FAILED
     if finished.interrupted:
-        return 130
+        return contract.EXIT_INTERRUPTED
     return finished.exit_code

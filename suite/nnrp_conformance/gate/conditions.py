@@ -182,7 +182,7 @@ def level1_implemented(inputs: GateInputs) -> GateVerdict:
                 )
                 continue
             selection = _diag(results.get(case_id, {})).get("selection")
-            if selection not in (None, "selected"):
+            if selection not in (None, contract.SEL_SELECTED):
                 failures.append(
                     f"{req.target} {version}: Level 1 {kind} recipe {case_id} is recorded as "
                     f"{selection!r} in {ve.case_results.path.name}"

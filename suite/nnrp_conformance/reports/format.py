@@ -6,7 +6,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nnrp_conformance.events import CaseRecord, FindingRecord
+from nnrp_conformance.events import CaseRecord
+from nnrp_conformance.findings import Finding
 
 __all__ = [
     "MAX_FINDINGS_SHOWN",
@@ -81,7 +82,7 @@ def render_value(value: Any) -> str:
     return text
 
 
-def finding_lines(case_id: str, finding: FindingRecord) -> list[str]:
+def finding_lines(case_id: str, finding: Finding) -> list[str]:
     """One finding as an indented block: rule and citation, where, expected vs seen."""
     head = f"{case_id}: [{finding.rule}]"
     if finding.level != "failed":

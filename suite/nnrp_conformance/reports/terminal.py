@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from nnrp_conformance import contract
 from nnrp_conformance.events import CaseFinished, CaseRecord, RunEvent, RunFinished, RunStarted
 from nnrp_conformance.reports.format import (
     findings_block,
@@ -113,7 +114,7 @@ class TerminalHandler:
         if isinstance(event, RunStarted):
             self.started = event
             if self.progress:
-                selected = sum(1 for c in event.cases if c.selection == "selected")
+                selected = sum(1 for c in event.cases if c.selection == contract.SEL_SELECTED)
                 self.console.print(
                     f"nnrp-conformance: {event.adapter} @ {event.target}: {selected} of "
                     f"{len(event.cases)} recipes selected (model {event.model_id or '-'})",
@@ -123,7 +124,7 @@ class TerminalHandler:
             label = verdict_label(r)
             line = Text(f"{label.upper():8}", style=_STYLES.get(label, ""))
             line.append(f" {r.id}")
-            if r.selection == "selected":
+            if r.selection == contract.SEL_SELECTED:
                 line.append(f" ({r.duration_s:.2f}s)")
             self.console.print(line)
         elif isinstance(event, RunFinished):
