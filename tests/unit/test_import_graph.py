@@ -79,7 +79,8 @@ def import_graph() -> dict[str, dict[str, str]]:
         edges: dict[str, str] = {}
         for node in _imports(tree):
             for target in _targets(name, path.name == "__init__.py", node):
-                if target in mods and target != name:
+                # a module's own packages are initialised before it: importing them is no edge
+                if target in mods and target != name and not name.startswith(target + "."):
                     edges.setdefault(target, f"{path.relative_to(ROOT)}:{node.lineno}")
         graph[name] = edges
     return graph

@@ -74,7 +74,7 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("JSON encode (event → wire bytes)", "nnrp_conformance/wire/codec.py", None),
     (
         "thread hand-offs (enqueue, wake, call_soon_threadsafe)",
-        "vllm_nnrp_adapter/nnrp_server.py",
+        "vllm_nnrp_adapter/nnrp_server",
         frozenset({"enqueue", "wake", "_loop_call", "_wake", "_request_wake", "_wake_pump"}),
     ),
     (
@@ -97,7 +97,7 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
         "asyncio/base_events.py",
         frozenset({"call_soon_threadsafe", "_write_to_self"}),
     ),
-    ("poll (native, pump thread)", "vllm_nnrp_adapter/nnrp_server.py", frozenset({"_run"})),
+    ("poll (native, pump thread)", "vllm_nnrp_adapter/nnrp_server", frozenset({"_run"})),
     (
         "poll (native, pump thread)",
         "nnrp/",
@@ -106,11 +106,15 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("accept thread (native)", "nnrp/", frozenset({"accept_session", "accept"})),
     (
         "native sends",
-        "vllm_nnrp_adapter/nnrp_server.py",
+        "vllm_nnrp_adapter/nnrp_server",
         frozenset(
             {
                 "_send_partial",
                 "_send_result",
+                "send_partial",
+                "send_result",
+                "send_drop",
+                "send_terminal_reply",
                 "_send_drop",
                 "_send_terminal",
                 "_flush",
@@ -120,7 +124,7 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ),
     (
         "server binding (operation task)",
-        "vllm_nnrp_adapter/nnrp_server.py",
+        "vllm_nnrp_adapter/nnrp_server",
         frozenset({"_run_op", "_start_op", "_decode", "_finish", "_diagnostics"}),
     ),
     (

@@ -145,7 +145,7 @@ def _floor_session(sess: Any) -> None:
     polls synchronously one event at a time, runs the handler inline as a plain loop and
     sends with the blocking call, re-polling for cancels only every 10 ms. No event loop,
     no hand-off between threads: the floor any binding of an async handler can approach."""
-    from vllm_nnrp_adapter.nnrp_server import _send_partial, _send_result
+    from vllm_nnrp_adapter.nnrp_server import sdk
 
     backlog: list[Any] = []
     closing = False
@@ -187,13 +187,13 @@ def _floor_session(sess: Any) -> None:
                         "delta": str(time.perf_counter_ns()),
                     }
                 )
-                _send_partial(
+                sdk.send_partial(
                     op, PartialResultMetadata(op.operation_id, i + 1, 0, i + 1, len(b), 0), b
                 )
             md, rb = codec.encode_result_push(
                 op.frame_id, {"type": contract.EV_COMPLETED, "body": {"n": n}}
             )
-            _send_result(op, md, rb)
+            sdk.send_result(op, md, rb)
     sess.close()
 
 
