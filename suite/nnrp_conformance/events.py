@@ -8,8 +8,9 @@ protocol and the :class:`EventBus` that fans events out to handlers.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,7 @@ __all__ = [
     "CaseStarted",
     "EventBus",
     "EventHandler",
+    "HandlerError",
     "RunEvent",
     "RunFinished",
     "RunStarted",
@@ -180,29 +182,77 @@ RunEvent = RunStarted | CaseStarted | CaseFinished | RunFinished
 
 
 class EventHandler(Protocol):
-    """A report: it sees every run event, in order, and writes its output when it can."""
+    """A report: it sees every run event, in order, and writes its output when it can.
+
+    A handler may also define ``start()`` (called once before the first event) and
+    ``close()`` (once after the last); :class:`EventBus` calls them when present."""
 
     def handle_event(self, event: RunEvent) -> None: ...
 
 
+@dataclass(frozen=True)
+class HandlerError:
+    """A report handler that raised: which one, at what point, and why."""
+
+    handler: str
+    phase: str  # "start", the event's class name, or "close"
+    message: str
+
+    def __str__(self) -> str:
+        return f"report {self.handler} failed at {self.phase}: {self.message}"
+
+
+def _name(handler: object) -> str:
+    return str(getattr(handler, "name", None) or type(handler).__name__)
+
+
 class EventBus:
-    """Delivers each event to every handler; remembers the run's start for later handlers."""
+    """Delivers each event to every handler, in order, with a lifecycle and error isolation.
+
+    ``start()`` and ``close()`` frame the run. A handler that raises is reported in
+    :attr:`errors` and gets no further events; the run and the other reports go on (one
+    broken output never costs the others, nor the verdicts)."""
 
     def __init__(self, handlers: Iterable[EventHandler] = ()) -> None:
         self.handlers: list[EventHandler] = list(handlers)
+        self.errors: list[HandlerError] = []
         self.run_started: RunStarted | None = None
         self.records: dict[str, CaseRecord] = {}
+        self._failed: set[int] = set()
 
     def add(self, handler: EventHandler) -> None:
         self.handlers.append(handler)
+
+    def _call(self, handler: EventHandler, phase: str, fn: Callable[[], object]) -> None:
+        if id(handler) in self._failed:
+            return
+        try:
+            fn()
+        except Exception as exc:  # isolation is the point: any error of a report
+            self._failed.add(id(handler))
+            self.errors.append(HandlerError(_name(handler), phase,
+                                            f"{type(exc).__name__}: {exc}"))
+
+    def start(self) -> None:
+        for handler in self.handlers:
+            start = getattr(handler, "start", None)
+            if callable(start):
+                self._call(handler, "start", start)
 
     def emit(self, event: RunEvent) -> None:
         if isinstance(event, RunStarted):
             self.run_started = event
         elif isinstance(event, CaseFinished):
             self.records[event.record.id] = event.record
+        phase = type(event).__name__
         for handler in self.handlers:
-            handler.handle_event(event)
+            self._call(handler, phase, functools.partial(handler.handle_event, event))
+
+    def close(self) -> None:
+        for handler in self.handlers:
+            close = getattr(handler, "close", None)
+            if callable(close):
+                self._call(handler, "close", close)
 
     def ordered_records(self) -> list[CaseRecord]:
         """Records in plan order (xdist delivers them in completion order)."""

@@ -41,6 +41,7 @@ from nnrp_conformance.fixtures import (
     nnrp_manifest,
     nnrp_recipe_runner,
 )
+from nnrp_conformance.reports import CaseResultsHandler, file_handlers
 from nnrp_conformance.reports.format import event_runs, findings_block
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
@@ -261,6 +262,7 @@ class NnrpConformancePlugin:
             # The recipes replace testpaths / the invocation directory (workers do the same).
             config.args = []
         self.bus = EventBus()
+        self.results: CaseResultsHandler | None = None
         self.finished: RunFinished | None = None
         self.begin = time.monotonic()
         self.written: list[str] = []
@@ -284,6 +286,11 @@ class NnrpConformancePlugin:
             return
         core.build_plan(core.try_capabilities())
         core.write_plan()
+        # the reports are built once, here, and see the whole run (workers send their records)
+        self.results, handlers = file_handlers(self.options.artifacts())
+        self.bus = EventBus(handlers)
+        self.bus.start()
+        self.bus.emit(core.run_started())
         if self.controller:
             core.close()  # the controller runs no case; workers hold their own connection
 
@@ -350,31 +357,17 @@ class NnrpConformancePlugin:
         if (self.worker or not self.collect_recipes or self.core.plan is None
                 or self.config.getoption("collectonly")):
             return
-        from nnrp_conformance.reports.case_results import CaseResultsHandler
-        from nnrp_conformance.reports.html import HtmlHandler
-        from nnrp_conformance.reports.markdown import MarkdownHandler
-
         art = self.options.artifacts()
-        started = self.core.run_started()
         fill_not_run(self.core.plan, self.bus)  # deselected (-k/-m/--lf) or never reached
-        handlers: list[Any] = [CaseResultsHandler(art.results)]
-        if art.report_md is not None and art.report_html is not None:
-            handlers += [MarkdownHandler(art.report_md), HtmlHandler(art.report_html)]
-        self.bus.handlers = handlers
-        self.bus.run_started = started
-        for h in handlers:
-            h.handle_event(started)
         self.finished = RunFinished(self.bus.ordered_records(), time.monotonic() - self.begin,
                                     interrupted=session.shouldstop is not False)
-        try:
-            self.bus.emit(self.finished)
-        except OSError as exc:
-            self.problems.append(f"cannot write a report: {exc}")
+        self.bus.emit(self.finished)
+        self.bus.close()
+        self.problems += [str(e) for e in self.bus.errors]
         self.written = [w for w in art.written() if Path(w).exists()]
-        results = handlers[0]
-        if results.violations:
+        if self.results is not None and self.results.violations:
             self.problems.append("case results break the case-results schema: " + "; ".join(
-                str(v) for v in results.violations))
+                str(v) for v in self.results.violations))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.finished is None:

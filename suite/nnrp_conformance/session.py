@@ -29,6 +29,7 @@ from typing import Any
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from nnrp_conformance import contract
+from nnrp_conformance.artifacts import Artifacts, report_paths, write_json
 from nnrp_conformance.events import (
     CaseFinished,
     CaseRecord,
@@ -37,8 +38,6 @@ from nnrp_conformance.events import (
     RunFinished,
     RunStarted,
 )
-from nnrp_conformance.reports import report_paths
-from nnrp_conformance.reports.case_results import write_json
 from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
 
 __all__ = [
@@ -92,20 +91,6 @@ def default_model(capabilities: Mapping[str, Any] | None) -> str | None:
         if isinstance(model, Mapping) and isinstance(model.get("id"), str) and model["id"]:
             return str(model["id"])
     return None
-
-
-@dataclass(frozen=True)
-class Artifacts:
-    results: Path
-    plan: Path
-    evidence_dir: Path
-    report_md: Path | None
-    report_html: Path | None
-
-    def written(self) -> list[str]:
-        out = [str(self.plan), str(self.results)]
-        out += [str(p) for p in (self.report_md, self.report_html) if p is not None]
-        return out
 
 
 @dataclass

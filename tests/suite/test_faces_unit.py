@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from nnrp_conformance.artifacts import report_paths
 from nnrp_conformance.events import CaseRecord, RunFinished, RunStarted
 from nnrp_conformance.findings import Finding
 from nnrp_conformance.plugin import capability_marker
-from nnrp_conformance.reports import report_paths
 from nnrp_conformance.reports.format import event_runs, findings_block, reason_text
 from nnrp_conformance.reports.html import render_html
 from nnrp_conformance.reports.markdown import render_markdown
@@ -85,3 +85,49 @@ def test_markdown_and_html_escape_and_are_self_contained() -> None:
     for external in ("<script", "<link", "src=", "url("):
         assert external not in html
     HTMLParser().feed(html)  # parses without error
+
+
+class _Recorder:
+    def __init__(self, fail_on: str | None = None, name: str | None = None) -> None:
+        self.seen: list[str] = []
+        self.fail_on = fail_on
+        self.closed = False
+        if name:
+            self.name = name
+
+    def start(self) -> None:
+        self.seen.append("start")
+        if self.fail_on == "start":
+            raise RuntimeError("cannot open the output")
+
+    def handle_event(self, event: object) -> None:
+        kind = type(event).__name__
+        self.seen.append(kind)
+        if kind == self.fail_on:
+            raise OSError(28, "No space left on device")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_failing_report_is_isolated_named_and_gets_no_more_events() -> None:
+    from nnrp_conformance.events import CaseFinished, EventBus
+
+    broken, late, fine = _Recorder("CaseFinished", "markdown"), _Recorder("start"), _Recorder()
+    bus = EventBus([broken, late, fine])
+    bus.start()
+    started = RunStarted(target="t", adapter="a", profile="p", schema_version="s", cases=(),
+                         plan_path=None, manifest_path=None)
+    bus.emit(started)
+    bus.emit(CaseFinished(_record()))
+    bus.emit(RunFinished([_record()], 1.0))
+    bus.close()
+    # the run and the other report go on; each broken one is named once, with where and why
+    assert fine.seen == ["start", "RunStarted", "CaseFinished", "RunFinished"] and fine.closed
+    assert broken.seen == ["start", "RunStarted", "CaseFinished"] and not broken.closed
+    assert late.seen == ["start"] and not late.closed
+    assert [str(e) for e in bus.errors] == [
+        "report _Recorder failed at start: RuntimeError: cannot open the output",
+        "report markdown failed at CaseFinished: OSError: [Errno 28] No space left on device",
+    ]
+    assert bus.records["level1.chat.x"].outcome == "failed"

@@ -12,11 +12,12 @@ import pytest
 
 from nnrp_conformance import contract, validation
 from nnrp_conformance.cli import main as cli_main
-from nnrp_conformance.gate import REPORT_HTML, REPORT_JSON, REPORT_MARKDOWN, run_gate
+from nnrp_conformance.gate import run_gate
 from nnrp_conformance.gate.requirements import SCOPE_SHARED, load_policy
 from nnrp_conformance.manifest import load_manifest
 from nnrp_conformance.planner import build_plan
 from nnrp_conformance.recipes import load_recipes
+from nnrp_conformance.reports.gate_files import REPORT_HTML, REPORT_JSON, REPORT_MARKDOWN
 
 UPSTREAM = Path(__file__).parent / "data" / "upstream"
 REPO = Path(__file__).resolve().parents[2]

@@ -166,3 +166,27 @@ def test_imports_in_function_bodies_count_and_type_checking_ones_do_not() -> Non
     assert [n.lineno for n in _imports(tree)] == [1, 4]
     typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
     assert [n.lineno for n in _imports(ast.parse(typed))] == [1]
+
+
+#: the suite's faces and outputs; everything else in nnrp_conformance is the core
+FACES = ("nnrp_conformance.plugin", "nnrp_conformance.cli", "nnrp_conformance.commands",
+         "nnrp_conformance.reports", "nnrp_conformance.fixtures")
+
+
+def test_the_suite_core_never_imports_a_report() -> None:
+    graph = import_graph()
+    core = [m for m in graph if m.startswith("nnrp_conformance")
+            and not any(m == f or m.startswith(f + ".") for f in FACES)]
+    assert "nnrp_conformance.session" in core and "nnrp_conformance.gate" in core
+    found = [f"{m} -> {dst} ({where})" for m in sorted(core)
+             for dst, where in sorted(graph[m].items())
+             if dst == "nnrp_conformance.reports" or dst.startswith("nnrp_conformance.reports.")]
+    assert found == []
+
+
+def test_the_suite_never_imports_the_adapter() -> None:
+    graph = import_graph()
+    found = [f"{m} -> {dst} ({where})" for m in sorted(graph) if m.startswith("nnrp_conformance")
+             for dst, where in sorted(graph[m].items()) if dst.startswith("vllm_nnrp_adapter")]
+    assert found == []
+

@@ -22,9 +22,9 @@ from nnrp_conformance.gate import (
     RequirementsError,
     resolve_policy,
     run_gate,
-    write_reports,
 )
 from nnrp_conformance.gate.evidence import POLICY_FILE
+from nnrp_conformance.reports.gate_files import write_reports
 from nnrp_conformance.validation import SchemaViolationError
 
 NAME = "gate"

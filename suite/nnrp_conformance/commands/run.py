@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+from rich.markup import escape
 
 from nnrp_conformance import contract
 from nnrp_conformance.commands._options import add_run_options, error, options_from_args
 from nnrp_conformance.events import EventBus
-from nnrp_conformance.reports.case_results import CaseResultsHandler
-from nnrp_conformance.reports.html import HtmlHandler
-from nnrp_conformance.reports.markdown import MarkdownHandler
+from nnrp_conformance.reports import file_handlers
 from nnrp_conformance.reports.terminal import TerminalHandler, summary_console
 from nnrp_conformance.session import ConformanceCore, SetupError, TargetError, run_plan
 
@@ -46,16 +45,19 @@ def main(args: argparse.Namespace) -> int:
             error(exc)
             return contract.EXIT_USAGE
         art = options.artifacts()
-        results = CaseResultsHandler(art.results)
-        handlers: list[Any] = [results]
-        if art.report_md is not None and art.report_html is not None:
-            handlers += [MarkdownHandler(art.report_md), HtmlHandler(art.report_html)]
+        results, handlers = file_handlers(art)
         terminal = TerminalHandler(console, progress=True)
         terminal.written = art.written()
-        handlers.append(terminal)
-        finished = run_plan(core, EventBus(handlers))
+        bus = EventBus([*handlers, terminal])
+        bus.start()
+        finished = run_plan(core, bus)
+        bus.close()
     finally:
         core.close()
+    for problem in bus.errors:
+        console.print(f"[bold red]{escape(str(problem))}[/]")
+    if bus.errors:
+        return contract.EXIT_FAILED
     if results.violations:
         console.print("[bold red]case results break the case-results schema:[/]")
         for v in results.violations:

@@ -2,8 +2,8 @@
 
 ``nnrp-conformance gate --evidence DIR`` reads the evidence tree below (written by the
 release regeneration command), checks each condition of ``contract.RELEASE_GATES`` and
-writes the release-gate report (JSON, validated against ``release-gate-report``), a
-Markdown page and one self-contained HTML page.
+builds the release-gate report document (validated against ``release-gate-report``); the
+face writes it with its Markdown and HTML pages (``reports/gate_files.py``).
 
 Evidence layout (``DIR``)::
 
@@ -57,7 +57,6 @@ The five conditions:
 
 from __future__ import annotations
 
-import json
 import platform
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,9 +80,6 @@ from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.recipes import RecipeError, load_recipes
 
 __all__ = [
-    "REPORT_HTML",
-    "REPORT_JSON",
-    "REPORT_MARKDOWN",
     "EvidenceError",
     "GateResult",
     "GateVerdict",
@@ -91,12 +87,8 @@ __all__ = [
     "RequirementsError",
     "resolve_policy",
     "run_gate",
-    "write_reports",
 ]
 
-REPORT_JSON = "release-gate.json"
-REPORT_MARKDOWN = "release-gate.md"
-REPORT_HTML = "release-gate.html"
 
 _OUTCOME_RANK = {contract.OUTCOME_PASSED: 0, contract.OUTCOME_SKIPPED: 1,
                  contract.OUTCOME_FAILED: 2}
@@ -240,23 +232,3 @@ def run_gate(evidence_dir: Path, *, readme: Path = Path("README.md"),
     }
     validation.check("release-gate-report", report)
     return GateResult(verdicts, report)
-
-
-def write_reports(result: GateResult, out_dir: Path) -> dict[str, Path]:
-    """Write the JSON, Markdown and HTML reports into ``out_dir``; returns their paths."""
-    from nnrp_conformance.reports.gate_html import render_gate_html
-    from nnrp_conformance.reports.gate_markdown import render_gate_markdown
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "json": out_dir / REPORT_JSON,
-        "markdown": out_dir / REPORT_MARKDOWN,
-        "html": out_dir / REPORT_HTML,
-    }
-    paths["json"].write_text(json.dumps(result.report, indent=2, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
-    paths["markdown"].write_text(render_gate_markdown(result.report), encoding="utf-8")
-    paths["html"].write_text(render_gate_html(result.report), encoding="utf-8")
-    return paths
-

@@ -1,24 +1,26 @@
 """Report handlers: one module per output, each an :class:`~nnrp_conformance.events.EventHandler`.
 
 ``terminal`` prints the rich summary table, ``case_results`` writes the upstream-compatible
-JSON, ``markdown`` and ``html`` write the human reports. :func:`report_paths` resolves the
-``--nnrp-report`` argument into the Markdown/HTML pair.
+JSON, ``markdown`` and ``html`` write the human reports. :func:`file_handlers` builds the
+handlers a run's artifacts ask for, once, for both faces (the CLI adds its terminal handler;
+pytest prints its own summary section). The core never imports this package.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from nnrp_conformance.artifacts import Artifacts
+from nnrp_conformance.events import EventHandler
+from nnrp_conformance.reports.case_results import CaseResultsHandler
+from nnrp_conformance.reports.html import HtmlHandler
+from nnrp_conformance.reports.markdown import MarkdownHandler
 
-__all__ = ["report_paths"]
+__all__ = ["CaseResultsHandler", "file_handlers"]
 
 
-def report_paths(path: str | Path) -> tuple[Path, Path]:
-    """``--nnrp-report PATH`` -> (PATH.md, PATH.html).
-
-    A path already ending in ``.md`` or ``.html`` names one of the pair; the other is the
-    same stem with the other suffix (``out/report.html`` -> ``out/report.md`` + itself).
-    """
-    p = Path(path)
-    if p.suffix.lower() in (".md", ".html", ".htm"):
-        p = p.with_suffix("")
-    return p.with_name(p.name + ".md"), p.with_name(p.name + ".html")
+def file_handlers(art: Artifacts) -> tuple[CaseResultsHandler, list[EventHandler]]:
+    """(the case-results handler, every file handler the artifacts ask for, it first)."""
+    results = CaseResultsHandler(art.results)
+    handlers: list[EventHandler] = [results]
+    if art.report_md is not None and art.report_html is not None:
+        handlers += [MarkdownHandler(art.report_md), HtmlHandler(art.report_html)]
+    return results, handlers

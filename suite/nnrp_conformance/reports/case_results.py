@@ -7,15 +7,15 @@ are kept on the handler for the face to report.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nnrp_conformance import validation
+from nnrp_conformance.artifacts import write_json
 from nnrp_conformance.events import CaseRecord, RunEvent, RunFinished, RunStarted
 
-__all__ = ["CaseResultsHandler", "case_results_document", "write_json"]
+__all__ = ["CaseResultsHandler", "case_results_document"]
 
 
 def case_results_document(started: RunStarted, records: Sequence[CaseRecord]) -> dict[str, Any]:
@@ -28,13 +28,6 @@ def case_results_document(started: RunStarted, records: Sequence[CaseRecord]) ->
         "results": [dict(r.upstream) for r in records],
     }
 
-
-def write_json(path: Path, document: Any) -> None:
-    """Write atomically, so an interrupted run never leaves half a document behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 class CaseResultsHandler:

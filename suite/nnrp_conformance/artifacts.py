@@ -1,0 +1,48 @@
+"""The files a run writes and how: where the artifacts go (:class:`Artifacts`), the
+``--nnrp-report PATH`` pair (:func:`report_paths`) and an atomic JSON write
+(:func:`write_json`). The core writes the plan with it and the report handlers their
+documents; neither reaches into the other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Artifacts", "report_paths", "write_json"]
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    results: Path
+    plan: Path
+    evidence_dir: Path
+    report_md: Path | None
+    report_html: Path | None
+
+    def written(self) -> list[str]:
+        out = [str(self.plan), str(self.results)]
+        out += [str(p) for p in (self.report_md, self.report_html) if p is not None]
+        return out
+
+
+def report_paths(path: str | Path) -> tuple[Path, Path]:
+    """``--nnrp-report PATH`` -> (PATH.md, PATH.html).
+
+    A path already ending in ``.md`` or ``.html`` names one of the pair; the other is the
+    same stem with the other suffix (``out/report.html`` -> ``out/report.md`` + itself).
+    """
+    p = Path(path)
+    if p.suffix.lower() in (".md", ".html", ".htm"):
+        p = p.with_suffix("")
+    return p.with_name(p.name + ".md"), p.with_name(p.name + ".html")
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write atomically, so an interrupted run never leaves half a document behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
