@@ -22,11 +22,12 @@ from .benchmark import main as bench_main
 from .conformance import main as conformance_main
 from .release import main as release_main
 from .serve import run_serve
-from .settings import ServeConfig, default_manifest_path
+from .settings import add_serve_flags, config_from_flags
 from .tiny_model import build_tiny_model
 from .vllm_backend import detect_vllm_version
 
 log = logging.getLogger("vllm_nnrp_adapter")
+
 
 def _serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -35,80 +36,8 @@ def _serve_parser() -> argparse.ArgumentParser:
         "vLLM's own `vllm serve` arguments, passed through unchanged.",
         add_help=False,
     )
-    p.add_argument(
-        "--nnrp-listen",
-        default="127.0.0.1:4433",
-        help="listen address: host:port (TCP) or a scheme URL (default %(default)s)",
-    )
-    p.add_argument(
-        "--nnrp-manifest",
-        type=Path,
-        default=None,
-        help="adapter capability manifest (default: the packaged one)",
-    )
-    p.add_argument("--nnrp-max-envelope-bytes", type=int, default=None)
-    p.add_argument(
-        "--nnrp-max-in-flight",
-        type=int,
-        default=None,
-        help="per-connection limit on operations in flight",
-    )
-    p.add_argument(
-        "--nnrp-busy-poll-budget",
-        type=_polls_per_s,
-        default=None,
-        metavar="POLLS_PER_S",
-        help="polls a second shared by the sessions with work in flight; beyond it each polls "
-        "less often (default 1000; 0: no budget)",
-    )
-    p.add_argument(
-        "--nnrp-allow-request-field",
-        action="append",
-        default=[],
-        metavar="FIELD",
-        help="accept an operator-only body field (e.g. chat_template)",
-    )
-    p.add_argument(
-        "--nnrp-echo-text-in-diagnostics",
-        action="store_true",
-        help="allow prompt/completion text in diagnostics (off by default)",
-    )
-    p.add_argument(
-        "--nnrp-backend-stall-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="fail an operation whose backend gives no output for this long (default 300)",
-    )
-    p.add_argument(
-        "--nnrp-metrics-port",
-        type=int,
-        default=None,
-        help="serve Prometheus /metrics on 127.0.0.1:PORT (off by default)",
-    )
-    p.add_argument(
-        "--nnrp-allow-unsupported-vllm",
-        action="store_true",
-        help=f"run on a vLLM outside {SUPPORTED_VLLM} (canary runs)",
-    )
-    p.add_argument(
-        "--nnrp-ready-file",
-        type=Path,
-        default=None,
-        help="write {'address': ...} as JSON here once serving",
-    )
-    p.add_argument("--nnrp-log-level", default=os.environ.get("VLLM_NNRP_LOG_LEVEL", "INFO"))
+    add_serve_flags(p)  # one table: settings.SETTINGS (the plugin reads the same)
     return p
-
-
-def _polls_per_s(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
-    if not number >= 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not 0 or a positive number of polls")
-    return number
 
 
 def cmd_serve(argv: Sequence[str]) -> int:
@@ -120,24 +49,11 @@ def cmd_serve(argv: Sequence[str]) -> int:
     if vllm_argv and not vllm_argv[0].startswith("-"):
         # `vllm serve MODEL ...` takes the model as a positional; vLLM's parser wants --model.
         vllm_argv = ["--model", vllm_argv[0], *vllm_argv[1:]]
+    level = opts.log_level or os.environ.get("VLLM_NNRP_LOG_LEVEL", "INFO")
     logging.basicConfig(
-        level=opts.nnrp_log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-
-    config = ServeConfig(
-        vllm_argv=vllm_argv,
-        listen=opts.nnrp_listen,
-        manifest_path=opts.nnrp_manifest or default_manifest_path(),
-        max_envelope_bytes=opts.nnrp_max_envelope_bytes,
-        max_in_flight=opts.nnrp_max_in_flight,
-        busy_poll_budget=opts.nnrp_busy_poll_budget,
-        allowed_request_fields=tuple(opts.nnrp_allow_request_field),
-        echo_text_in_diagnostics=opts.nnrp_echo_text_in_diagnostics,
-        metrics_port=opts.nnrp_metrics_port,
-        backend_stall_timeout_s=opts.nnrp_backend_stall_timeout,
-        allow_unsupported_vllm=opts.nnrp_allow_unsupported_vllm,
-        ready_file=opts.nnrp_ready_file,
-    )
+    config = config_from_flags(opts, vllm_argv)
     return run_serve(config)
 
 

@@ -11,6 +11,7 @@ loads the plugin, and with it this module, in every process it starts.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -18,15 +19,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .policy import SUPPORTED_VLLM
+
 __all__ = [
     "DEFAULT_MANIFEST",
     "ENV_LISTEN",
     "ENV_LOG_LEVEL",
     "ENV_PREFIX",
+    "SETTINGS",
     "STARTUP_PATH",
     "PluginSettingsError",
     "ServeConfig",
+    "Setting",
+    "add_serve_flags",
     "claim_explicit_path",
+    "config_from_flags",
     "default_manifest_path",
     "enabled",
     "explicit_path_claimed",
@@ -132,22 +139,101 @@ def _flag(value: str) -> bool:
     raise ValueError(f"must be one of {sorted(_TRUE | _FALSE - {''})}")
 
 
-#: NNRP_PLUGIN_<SUFFIX> -> (ServeConfig field, parser); the suffix is the explicit path's
-#: flag --nnrp-<suffix> in upper case with "_" for "-".
-_SETTINGS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "LISTEN": ("listen", _text),
-    "MANIFEST": ("manifest_path", _path),
-    "READY_FILE": ("ready_file", _path),
-    "MAX_ENVELOPE_BYTES": ("max_envelope_bytes", _positive_int),
-    "MAX_IN_FLIGHT": ("max_in_flight", _positive_int),
-    "BUSY_POLL_BUDGET": ("busy_poll_budget", _non_negative_float),
-    "ALLOW_REQUEST_FIELD": ("allowed_request_fields", _names),
-    "ECHO_TEXT_IN_DIAGNOSTICS": ("echo_text_in_diagnostics", _flag),
-    "METRICS_PORT": ("metrics_port", _port),
-    "BACKEND_STALL_TIMEOUT": ("backend_stall_timeout_s", _positive_float),
-    "ALLOW_UNSUPPORTED_VLLM": ("allow_unsupported_vllm", _flag),
-    "LOG_LEVEL": ("", _text),  # read by vllm_plugin._route_logs
-}
+@dataclass(frozen=True)
+class Setting:
+    """One start-up setting: the flag ``--nnrp-NAME`` of ``vllm-nnrp serve`` and the variable
+    ``NNRP_PLUGIN_NAME`` (upper case, ``_`` for ``-``) of the plugin path, both parsed by
+    ``parse`` into the :class:`ServeConfig` field ``field`` ("" for one read elsewhere)."""
+
+    name: str
+    field: str
+    parse: Callable[[str], Any]
+    help: str
+    #: "value"; "switch" (a flag without a value; the variable takes yes/no); "list" (the flag
+    #: repeats, the variable is comma-separated)
+    kind: str = "value"
+    metavar: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return f"--nnrp-{self.name}"
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+
+#: the one table of start-up settings: the CLI's flags and the plugin's variables come from it
+SETTINGS: tuple[Setting, ...] = (
+    Setting("listen", "listen", _text,
+            "listen address: host:port (TCP) or a scheme URL (ipc://, ws://, quic://); "
+            "default 127.0.0.1:4433", metavar="ADDRESS"),
+    Setting("manifest", "manifest_path", _path,
+            "adapter capability manifest (default: the packaged one)", metavar="FILE"),
+    Setting("ready-file", "ready_file", _path,
+            "write {'address': ...} and the start-up facts as JSON here once serving",
+            metavar="FILE"),
+    Setting("max-envelope-bytes", "max_envelope_bytes", _positive_int,
+            "largest submit envelope accepted (default 1 MiB)", metavar="BYTES"),
+    Setting("max-in-flight", "max_in_flight", _positive_int,
+            "per-connection limit on operations in flight (default 64)", metavar="N"),
+    Setting("busy-poll-budget", "busy_poll_budget", _non_negative_float,
+            "polls a second shared by the sessions with work in flight; beyond it each polls "
+            "less often (default 1000; 0: no budget)", metavar="POLLS_PER_S"),
+    Setting("allow-request-field", "allowed_request_fields", _names,
+            "accept an operator-only body field (e.g. chat_template)", kind="list",
+            metavar="FIELD"),
+    Setting("echo-text-in-diagnostics", "echo_text_in_diagnostics", _flag,
+            "allow prompt/completion text in diagnostics (off by default)", kind="switch"),
+    Setting("metrics-port", "metrics_port", _port,
+            "serve Prometheus /metrics on 127.0.0.1:PORT (off by default)", metavar="PORT"),
+    Setting("backend-stall-timeout", "backend_stall_timeout_s", _positive_float,
+            "fail an operation whose backend gives no output for this long (default 300)",
+            metavar="SECONDS"),
+    Setting("allow-unsupported-vllm", "allow_unsupported_vllm", _flag,
+            f"run on a vLLM outside {SUPPORTED_VLLM} (canary runs)", kind="switch"),
+    Setting("log-level", "", _text, "log level of the adapter's loggers (default INFO)",
+            metavar="LEVEL"),
+)
+_BY_ENV: dict[str, Setting] = {s.env: s for s in SETTINGS}
+
+
+def _argparse_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+    convert.__name__ = parse.__name__.lstrip("_")
+    return convert
+
+
+def add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    """Every :data:`SETTINGS` entry as a ``--nnrp-*`` flag (destination: the config field)."""
+    for s in SETTINGS:
+        dest = s.field or s.name.replace("-", "_")
+        if s.kind == "switch":
+            parser.add_argument(s.flag, dest=dest, action="store_true", default=None,
+                                help=s.help)
+        elif s.kind == "list":
+            parser.add_argument(s.flag, dest=dest, action="append", default=None,
+                                type=_argparse_type(_text), metavar=s.metavar, help=s.help)
+        else:
+            parser.add_argument(s.flag, dest=dest, default=None, type=_argparse_type(s.parse),
+                                metavar=s.metavar, help=s.help)
+
+
+def config_from_flags(opts: argparse.Namespace, vllm_argv: list[str]) -> ServeConfig:
+    """The explicit path's :class:`ServeConfig` from parsed flags (unset ones keep defaults)."""
+    values: dict[str, Any] = {}
+    for s in SETTINGS:
+        value = getattr(opts, s.field, None) if s.field else None
+        if value is None:
+            continue
+        values[s.field] = tuple(value) if s.kind == "list" else value
+    values.setdefault("manifest_path", default_manifest_path())
+    return ServeConfig(vllm_argv=vllm_argv, **values)
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -170,15 +256,14 @@ def settings_from_environ(environ: Mapping[str, str] | None = None) -> ServeConf
     for name in sorted(environ):
         if not name.startswith(ENV_PREFIX):
             continue
-        suffix = name[len(ENV_PREFIX) :]
-        if suffix not in _SETTINGS:
-            known = ", ".join(ENV_PREFIX + s for s in _SETTINGS)
+        setting = _BY_ENV.get(name)
+        if setting is None:
+            known = ", ".join(_BY_ENV)
             raise PluginSettingsError(f"unknown setting {name} (known: {known})")
-        field_name, parse = _SETTINGS[suffix]
-        if not field_name:
+        if not setting.field:
             continue
         try:
-            values[field_name] = parse(environ[name])
+            values[setting.field] = setting.parse(environ[name])
         except ValueError as exc:
             raise PluginSettingsError(f"{name}={environ[name]!r}: {exc}") from None
     # Lazy on purpose: the address parser lives with nnrp-py's options, and nnrp-py must not

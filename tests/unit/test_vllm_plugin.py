@@ -256,3 +256,61 @@ def test_middleware_reports_a_failed_start_to_the_server(
     assert "not importable" in failed["message"]
     assert any(r.levelno == logging.ERROR for r in _ours(caplog))
     assert mw.info is None
+
+
+#: a value of each setting as a flag argument and as a variable, and the config value both mean
+_SAMPLES = {
+    "listen": ("127.0.0.1:4555", "127.0.0.1:4555"),
+    "manifest": ("m.json", Path("m.json")),
+    "ready-file": ("r.json", Path("r.json")),
+    "max-envelope-bytes": ("2048", 2048),
+    "max-in-flight": ("8", 8),
+    "busy-poll-budget": ("0", 0.0),
+    "allow-request-field": ("chat_template", ("chat_template",)),
+    "echo-text-in-diagnostics": (None, True),
+    "metrics-port": ("9400", 9400),
+    "backend-stall-timeout": ("12.5", 12.5),
+    "allow-unsupported-vllm": (None, True),
+    "log-level": ("debug", None),
+}
+
+
+@pytest.mark.parametrize("setting", settings.SETTINGS, ids=lambda s: s.name)
+def test_each_setting_is_one_flag_and_one_variable_meaning_the_same(setting) -> None:  # type: ignore[no-untyped-def]
+    import argparse
+
+    arg, want = _SAMPLES[setting.name]
+    parser = argparse.ArgumentParser()
+    settings.add_serve_flags(parser)
+    argv = [setting.flag] + ([] if arg is None else [arg])
+    from_flag = settings.config_from_flags(parser.parse_args(argv), [])
+    environ = {ENV_LISTEN: "127.0.0.1:0", setting.env: "yes" if arg is None else arg}
+    from_env = settings_from_environ(environ)
+    assert setting.env.startswith(ENV_PREFIX)
+    if not setting.field:  # read by the log set-up, on both paths
+        assert parser.parse_args(argv).log_level == arg
+        return
+    assert getattr(from_flag, setting.field) == want
+    assert getattr(from_env, setting.field) == want
+
+
+def test_the_table_is_the_whole_config_and_a_bad_flag_value_is_named() -> None:
+    import argparse
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(settings.ServeConfig)}
+    table = {s.field for s in settings.SETTINGS if s.field}
+    # what no setting covers is set by the path itself, never by an operator
+    assert fields - table == {"vllm_argv", "startup_path", "extra"}
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    settings.add_serve_flags(parser)
+    with pytest.raises(argparse.ArgumentError, match="'0': must be a positive integer"):
+        parser.parse_args(["--nnrp-max-in-flight", "0"])
+
+
+def test_the_operator_guide_lists_every_flag_and_variable() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operator-guide.md").read_text(
+        encoding="utf-8")
+    missing = [name for s in settings.SETTINGS for name in (f"`{s.flag}", f"`{s.env}`")
+               if name not in guide]
+    assert missing == []
