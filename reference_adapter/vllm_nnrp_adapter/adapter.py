@@ -30,6 +30,7 @@ from nnrp_conformance import contract
 from . import profile
 from .profile import ProfileError
 from .stall import StallWatchdog
+from .vllm_backend import BackendError
 
 #: vLLM error family -> profile error code. Unknown model maps to ``backend_error`` because
 #: the upstream ``backend-error`` recipe expects exactly that for a model the backend does
@@ -371,8 +372,6 @@ class VllmNnrpAdapter:
             options = dict(body.get("stream_options") or {})
             options["include_usage"] = True
             body["stream_options"] = options
-        from .vllm_backend import BackendError
-
         started = time.perf_counter_ns()
         stall = self.backend_stall_timeout_s
         try:

@@ -19,7 +19,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 def test_sse_line_round_trips_through_the_backend_parser() -> None:
     line = mapper.sse_line(mapper.LITERAL_CHUNK)
     assert line.startswith("data: {") and line.endswith("\n\n")
-    (payload,) = mapper._parse_sse(line)
+    (payload,) = mapper.parse_sse(line)
     assert json.loads(payload) == mapper.LITERAL_CHUNK
 
 
@@ -36,7 +36,7 @@ def test_mapped_bytes_are_what_the_server_sends() -> None:
 
 def test_floor_is_parse_plus_serialise_of_the_same_chunk() -> None:
     line = mapper.sse_line(mapper.LITERAL_CHUNK)
-    payloads = {line: mapper._parse_sse(line)[0]}
+    payloads = {line: mapper.parse_sse(line)[0]}
     _, nbytes = mapper.run_floor([[line]], payloads)
     assert nbytes == len(payloads[line].encode())
 

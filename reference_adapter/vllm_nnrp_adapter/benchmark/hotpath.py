@@ -60,8 +60,8 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
     ("stall watchdog (per-chunk cancel scope)", "vllm_nnrp_adapter/stall.py", None),
     (
         "SSE parse + json.loads (backend)",
-        "vllm_nnrp_adapter/vllm_backend.py",
-        frozenset({"_stream", "_parse_sse"}),
+        "vllm_nnrp_adapter/vllm_backend",
+        frozenset({"_stream", "_parse_sse", "parse_sse"}),
     ),
     (
         "mapping (chunk → event)",

@@ -1,7 +1,7 @@
 """``vllm-nnrp bench mapper``: the adapter's chunk → event → wire-bytes path, against its floor.
 
 One *mapping* is what the adapter does per streamed vLLM chunk, with the real code: split
-the SSE text (``vllm_backend._parse_sse``), ``json.loads`` the payload,
+the SSE text (``vllm_backend.parse_sse``), ``json.loads`` the payload,
 ``ChunkMapper.map_chunk`` it, and encode each event as the server does
 (``nnrp_conformance.wire.codec.encode_event``). The *floor*, measured in the same run and
 interleaved with it, is one ``json.loads`` of the same chunk text plus one compact
@@ -35,7 +35,7 @@ from nnrp_conformance.wire import codec
 
 from ..adapter import ChunkMapper
 from ..conformance import REPO_ROOT
-from ..vllm_backend import _parse_sse
+from ..vllm_backend import parse_sse
 from .common import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results
 
 TARGET_RATE = 200_000.0
@@ -100,7 +100,7 @@ def load_chunks(path: Path | None) -> tuple[list[dict[str, Any]], str]:
 
 def run_mapper(streams: Sequence[Sequence[str]]) -> tuple[int, int, int]:
     """(CPU ns, events, wire bytes) for mapping every SSE line of every stream."""
-    parse, loads, encode = _parse_sse, json.loads, codec.encode_event
+    parse, loads, encode = parse_sse, json.loads, codec.encode_event
     events = nbytes = 0
     start = time.thread_time_ns()
     for stream in streams:
@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     chunks, source = load_chunks(args.fixture)
     lines = [sse_line(c) for c in chunks]
-    payloads = {line: _parse_sse(line)[0] for line in lines}
+    payloads = {line: parse_sse(line)[0] for line in lines}
     per_stream = args.stream_chunks
     n_streams = args.count // per_stream
     stream = [lines[i % len(lines)] for i in range(per_stream)]

@@ -1,346 +1,30 @@
-"""The binding to vLLM's own OpenAI serving layer (in process, no HTTP server).
-
-This module owns: locating vLLM's objects for the installed version, starting the engine
-exactly as ``vllm serve`` would from the same flags, calling the chat serving object,
-and turning vLLM's rejections into :class:`BackendError` with the original status, type
-and message preserved. It knows nothing of NNRP.
-
-vLLM is imported lazily inside functions, so this module imports without vLLM.
-
-vLLM objects used (same paths on 0.18.1 and 0.22.1; each is probed, see ``_Symbols``):
-
-- ``vllm.utils.argparse_utils.FlexibleArgumentParser`` (older: ``vllm.utils``) and
-  ``vllm.entrypoints.openai.cli_args.make_arg_parser`` / ``validate_parsed_serve_args``:
-  the ``vllm serve`` flag set, parsed and checked unchanged.
-- ``vllm.entrypoints.utils.cli_env_setup``: the environment ``vllm serve`` sets up
-  (spawned engine-core process).
-- ``vllm.entrypoints.openai.api_server.build_async_engine_client(args)``: async context
-  manager yielding the ``AsyncLLM`` engine client; ``init_app_state(engine_client,
-  State(), args, supported_tasks)`` fills a ``starlette.datastructures.State`` whose
-  ``openai_serving_chat`` is the ``OpenAIServingChat``; ``supported_tasks`` comes from
-  ``await engine_client.get_supported_tasks()``.
-- ``ChatCompletionRequest`` from ``vllm.entrypoints.openai.chat_completion.protocol``
-  (older: ``vllm.entrypoints.openai.protocol``); ``ErrorResponse`` from
-  ``vllm.entrypoints.openai.engine.protocol`` (older: ``...openai.protocol``).
-- ``OpenAIServingChat.create_chat_completion(request, None)``: an async generator of
-  SSE strings (stream), a ``ChatCompletionResponse`` or an ``ErrorResponse``; it may also
-  raise ``vllm.exceptions.VLLMValidationError`` (e.g. ``max_tokens`` beyond the context).
-  Raised exceptions are mapped with ``vllm.entrypoints.utils.create_error_response`` —
-  the same mapping vLLM's HTTP server applies.
-- Request ids: the serving layer names the engine request ``chatcmpl-{request.request_id}``
-  when no HTTP request is passed; we set ``request_id`` on the request, so
-  ``engine_client.abort("chatcmpl-" + request_id)`` aborts it. Unfinished requests come
-  from ``engine_client.output_processor.get_num_unfinished_requests()``.
-
-Two ways in: :meth:`VllmBackend.from_cli_args` starts the engine itself (the explicit
-``vllm-nnrp serve`` path); :meth:`VllmBackend.from_app_state` binds to the engine client and
-chat serving object that ``vllm serve`` already built into its FastAPI ``app.state``
-(``init_app_state`` sets ``engine_client``, ``args`` and ``openai_serving_chat``; the
-``vllm-plugin`` path, :mod:`.vllm_plugin`). Both end in the same binding code.
-
-Must run on an asyncio event loop (vLLM is asyncio-only); anyio on its asyncio backend is
-fine. The process that starts the engine needs ``LD_PRELOAD`` with tcmalloc and libiomp5
-(see docs/vllm-cpu.md) and a ``if __name__ == "__main__":`` guard (spawned engine core).
-"""
+"""The binding itself: :class:`VllmBackend` starts the engine from ``vllm serve`` flags or
+binds to the objects a running ``vllm serve`` built, calls the chat serving object, streams
+its chunks, aborts requests and reports the engine's health (see the package docstring)."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import json
-import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
-from nnrp_conformance.jsonsafe import jsonable
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM
+from .chunks import StreamChunk, parse_sse
+from .errors import (
+    BackendError,
+    BackendStartupError,
+    _error_from_dict,
+    _error_from_response,
+    _validation_error,
+)
+from .symbols import _Symbols
+from .versions import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
-__all__ = [
-    "FAMILIES",
-    "SUPPORTED_RANGE",
-    "BackendError",
-    "BackendStartupError",
-    "StreamChunk",
-    "UnsupportedVllmVersion",
-    "VllmBackend",
-    "check_version_supported",
-    "detect_vllm_version",
-]
-
-SUPPORTED_RANGE: str = SUPPORTED_VLLM
-FAMILIES = ("request_validation", "unknown_model", "context_too_long", "engine_failure", "internal")
+__all__ = ["VllmBackend"]
 
 # The serving layer prefixes the caller's request id with this to form the engine id.
 _ENGINE_ID_PREFIX = "chatcmpl-"
-_CONTEXT_RE = re.compile(
-    r"maximum context length|context length \(|max_model_len|max_total_tokens", re.IGNORECASE
-)
-_CONTEXT_PARAMS = {"input_tokens", "input_text", "max_tokens", "max_completion_tokens"}
-
-
-class UnsupportedVllmVersion(RuntimeError):
-    """The installed vLLM is missing or outside :data:`SUPPORTED_RANGE`."""
-
-
-class BackendStartupError(RuntimeError):
-    """The engine could not be configured or started (bad flags, model, environment)."""
-
-
-class BackendError(Exception):
-    """vLLM rejected or failed a request.
-
-    ``family`` is one of :data:`FAMILIES`; ``status``/``error_type``/``message`` are what
-    vLLM said (``error.code``/``error.type``/``error.message`` of its ``ErrorResponse``,
-    or the mapping its HTTP server applies to a raised exception); ``original`` is the
-    full error object as a dict.
-    """
-
-    def __init__(
-        self,
-        family: str,
-        message: str,
-        *,
-        status: int | None = None,
-        error_type: str | None = None,
-        original: dict[str, Any] | None = None,
-    ) -> None:
-        if family not in FAMILIES:
-            raise ValueError(f"unknown BackendError family {family!r}")
-        super().__init__(message)
-        self.family = family
-        self.status = status
-        self.error_type = error_type
-        self.message = message
-        self.original = original if original is not None else {}
-
-    def __repr__(self) -> str:
-        return (
-            f"BackendError(family={self.family!r}, status={self.status!r}, "
-            f"error_type={self.error_type!r}, message={self.message!r})"
-        )
-
-
-@dataclass
-class StreamChunk:
-    """One parsed OpenAI ``chat.completion.chunk`` and the SSE payload it came from."""
-
-    data: dict[str, Any]
-    raw: str
-
-
-def detect_vllm_version() -> str | None:
-    """``vllm.__version__``, or None if vLLM is not importable.
-
-    ``importlib.metadata.version("vllm")`` does not find the ``vllm-cpu`` distribution,
-    so the import package is asked.
-    """
-    try:
-        import vllm
-    except ImportError:
-        return None
-    version = getattr(vllm, "__version__", None)
-    return str(version) if version else None
-
-
-def _parse_release(version: str) -> tuple[int, ...] | None:
-    m = re.match(r"^\s*v?(\d+(?:\.\d+)*)", version)
-    return tuple(int(p) for p in m.group(1).split(".")) if m else None
-
-
-def _in_range(version: str, spec: str) -> bool:
-    release = _parse_release(version)
-    if release is None:
-        return False
-    for clause in (c.strip() for c in spec.split(",") if c.strip()):
-        m = re.match(r"^(>=|<=|==|<|>)\s*(\S+)$", clause)
-        bound = _parse_release(m.group(2)) if m else None
-        if m is None or bound is None:
-            raise ValueError(f"cannot read version clause {clause!r} in {spec!r}")
-        width = max(len(release), len(bound))
-        a = release + (0,) * (width - len(release))
-        b = bound + (0,) * (width - len(bound))
-        ok = {">=": a >= b, "<=": a <= b, "==": a == b, "<": a < b, ">": a > b}[m.group(1)]
-        if not ok:
-            return False
-    return True
-
-
-def check_version_supported(version: str, *, allow_unsupported: bool = False) -> None:
-    """Raise :class:`UnsupportedVllmVersion` unless ``version`` is in :data:`SUPPORTED_RANGE`.
-
-    Pre-release/dev suffixes are judged by their release number. ``allow_unsupported``
-    lets any readable version through (the operator accepts the risk).
-    """
-    if allow_unsupported and _parse_release(version) is not None:
-        return
-    if not _in_range(version, SUPPORTED_RANGE):
-        raise UnsupportedVllmVersion(
-            f"vLLM {version!r} is outside the supported range {SUPPORTED_RANGE} "
-            f"(tested: {LOWER_BOUND_TESTED} and {CURRENT_LINE_TESTED}); install a supported "
-            "vllm-cpu or pass allow_unsupported to try anyway"
-        )
-
-
-def _import_first(candidates: list[tuple[str, str]], what: str) -> Any:
-    errors = []
-    for module_name, attr in candidates:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            errors.append(f"{module_name}: {exc}")
-            continue
-        if hasattr(module, attr):
-            return getattr(module, attr)
-        errors.append(f"{module_name} has no {attr}")
-    raise UnsupportedVllmVersion(f"cannot locate vLLM's {what}: " + "; ".join(errors))
-
-
-@dataclass
-class _Symbols:
-    """The vLLM objects this binding uses, located by probing known import paths."""
-
-    parser_cls: Any
-    make_arg_parser: Any
-    validate_args: Any
-    cli_env_setup: Any
-    build_engine_client: Any
-    init_app_state: Any
-    chat_request: Any
-    error_response: Any
-    create_error_response: Any
-    validation_error: type[BaseException] | None
-    engine_errors: tuple[type[BaseException], ...] = field(default_factory=tuple)
-
-    @classmethod
-    def probe(cls) -> _Symbols:
-        def optional(cands: list[tuple[str, str]]) -> Any:
-            try:
-                return _import_first(cands, "optional")
-            except UnsupportedVllmVersion:
-                return None
-
-        api = "vllm.entrypoints.openai.api_server"
-        engine_errors = tuple(
-            e
-            for e in (
-                optional([("vllm.v1.engine.exceptions", "EngineDeadError")]),
-                optional([("vllm.v1.engine.exceptions", "EngineGenerateError")]),
-            )
-            if e is not None
-        )
-        return cls(
-            parser_cls=_import_first(
-                [
-                    ("vllm.utils.argparse_utils", "FlexibleArgumentParser"),
-                    ("vllm.utils", "FlexibleArgumentParser"),
-                ],
-                "FlexibleArgumentParser",
-            ),
-            make_arg_parser=_import_first(
-                [("vllm.entrypoints.openai.cli_args", "make_arg_parser")], "make_arg_parser"
-            ),
-            validate_args=optional(
-                [("vllm.entrypoints.openai.cli_args", "validate_parsed_serve_args")]
-            ),
-            cli_env_setup=optional([("vllm.entrypoints.utils", "cli_env_setup")]),
-            build_engine_client=_import_first(
-                [(api, "build_async_engine_client")], "build_async_engine_client"
-            ),
-            init_app_state=_import_first([(api, "init_app_state")], "init_app_state"),
-            chat_request=_import_first(
-                [
-                    ("vllm.entrypoints.openai.chat_completion.protocol", "ChatCompletionRequest"),
-                    ("vllm.entrypoints.openai.protocol", "ChatCompletionRequest"),
-                ],
-                "ChatCompletionRequest",
-            ),
-            error_response=_import_first(
-                [
-                    ("vllm.entrypoints.openai.engine.protocol", "ErrorResponse"),
-                    ("vllm.entrypoints.openai.protocol", "ErrorResponse"),
-                ],
-                "ErrorResponse",
-            ),
-            create_error_response=optional([("vllm.entrypoints.utils", "create_error_response")]),
-            validation_error=optional([("vllm.exceptions", "VLLMValidationError")]),
-            engine_errors=engine_errors,
-        )
-
-
-def _family_for(
-    status: int | None, error_type: str | None, message: str, param: str | None = None
-) -> str:
-    if status == 404 or error_type == "NotFoundError":
-        return "unknown_model"
-    if (status is not None and 400 <= status < 500) or status == 501:
-        if (param in _CONTEXT_PARAMS or param is None) and _CONTEXT_RE.search(message):
-            return "context_too_long"
-        return "request_validation"
-    if status is not None and status >= 500:
-        return "engine_failure"
-    return "internal"
-
-
-def _error_from_response(err: Any) -> BackendError:
-    info = err.error
-    original = err.model_dump(mode="json") if hasattr(err, "model_dump") else {"error": {}}
-    status = getattr(info, "code", None)
-    error_type = getattr(info, "type", None)
-    message = str(getattr(info, "message", "") or "")
-    family = _family_for(status, error_type, message, getattr(info, "param", None))
-    return BackendError(family, message, status=status, error_type=error_type, original=original)
-
-
-def _error_from_dict(payload: dict[str, Any]) -> BackendError:
-    info = payload.get("error") if isinstance(payload.get("error"), dict) else payload
-    status = info.get("code") if isinstance(info.get("code"), int) else None
-    error_type = info.get("type") if isinstance(info.get("type"), str) else None
-    message = str(info.get("message", ""))
-    family = _family_for(status, error_type, message, info.get("param"))
-    return BackendError(family, message, status=status, error_type=error_type, original=payload)
-
-
-def _validation_error(exc: Any) -> BackendError:
-    """A pydantic ValidationError from building the request, shaped like vLLM's HTTP 400."""
-    errors = []
-    for e in exc.errors(include_url=False):
-        item = {k: e[k] for k in ("type", "loc", "msg") if k in e}
-        item["loc"] = ["body", *e.get("loc", ())]
-        if "input" in e and e["type"] != "missing":
-            item["input"] = jsonable(e["input"])
-        ctx = e.get("ctx") or {}
-        if "error" in ctx:
-            item["ctx"] = {"error": str(ctx["error"])}
-        errors.append(item)
-    message = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in errors
-    ) or str(exc)
-    param = None
-    for e in exc.errors(include_url=False):
-        ctx_err = (e.get("ctx") or {}).get("error")
-        if ctx_err is not None and getattr(ctx_err, "parameter", None):
-            param = ctx_err.parameter
-            break
-    # vLLM's HTTP validation handler answers 400 with type "Bad Request".
-    original = {
-        "error": {"message": message, "type": "Bad Request", "param": param, "code": 400},
-        "detail": errors,
-    }
-    family = "context_too_long" if _CONTEXT_RE.search(message) else "request_validation"
-    return BackendError(family, message, status=400, error_type="Bad Request", original=original)
-
-
-
-def _parse_sse(text: str) -> list[str]:
-    """The ``data:`` payloads in one or more SSE events."""
-    payloads = []
-    for event in text.split("\n\n"):
-        lines = [ln[5:].lstrip(" ") for ln in event.splitlines() if ln.startswith("data:")]
-        if lines:
-            payloads.append("\n".join(lines))
-    return payloads
 
 
 class VllmBackend:
@@ -626,7 +310,7 @@ class VllmBackend:
             if request_id in self._aborted_early:
                 return
             async for text in gen:
-                for payload in _parse_sse(text):
+                for payload in parse_sse(text):
                     if payload.strip() == "[DONE]":
                         finished = True
                         return

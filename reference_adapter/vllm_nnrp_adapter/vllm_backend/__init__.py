@@ -1,0 +1,71 @@
+"""The binding to vLLM's own OpenAI serving layer (in process, no HTTP server).
+
+This package owns: locating vLLM's objects for the installed version (``symbols``), which
+vLLM is installed and whether it is supported (``versions``), starting the engine exactly as
+``vllm serve`` would from the same flags and calling the chat serving object (``backend``),
+parsing what it streams (``chunks``), and turning vLLM's rejections into
+:class:`BackendError` with the original status, type and message preserved (``errors``).
+It knows nothing of NNRP.
+
+vLLM is imported lazily inside functions, so this package imports without vLLM.
+
+vLLM objects used (same paths on 0.18.1 and 0.22.1; each is probed, see ``_Symbols``):
+
+- ``vllm.utils.argparse_utils.FlexibleArgumentParser`` (older: ``vllm.utils``) and
+  ``vllm.entrypoints.openai.cli_args.make_arg_parser`` / ``validate_parsed_serve_args``:
+  the ``vllm serve`` flag set, parsed and checked unchanged.
+- ``vllm.entrypoints.utils.cli_env_setup``: the environment ``vllm serve`` sets up
+  (spawned engine-core process).
+- ``vllm.entrypoints.openai.api_server.build_async_engine_client(args)``: async context
+  manager yielding the ``AsyncLLM`` engine client; ``init_app_state(engine_client,
+  State(), args, supported_tasks)`` fills a ``starlette.datastructures.State`` whose
+  ``openai_serving_chat`` is the ``OpenAIServingChat``; ``supported_tasks`` comes from
+  ``await engine_client.get_supported_tasks()``.
+- ``ChatCompletionRequest`` from ``vllm.entrypoints.openai.chat_completion.protocol``
+  (older: ``vllm.entrypoints.openai.protocol``); ``ErrorResponse`` from
+  ``vllm.entrypoints.openai.engine.protocol`` (older: ``...openai.protocol``).
+- ``OpenAIServingChat.create_chat_completion(request, None)``: an async generator of
+  SSE strings (stream), a ``ChatCompletionResponse`` or an ``ErrorResponse``; it may also
+  raise ``vllm.exceptions.VLLMValidationError`` (e.g. ``max_tokens`` beyond the context).
+  Raised exceptions are mapped with ``vllm.entrypoints.utils.create_error_response`` —
+  the same mapping vLLM's HTTP server applies.
+- Request ids: the serving layer names the engine request ``chatcmpl-{request.request_id}``
+  when no HTTP request is passed; we set ``request_id`` on the request, so
+  ``engine_client.abort("chatcmpl-" + request_id)`` aborts it. Unfinished requests come
+  from ``engine_client.output_processor.get_num_unfinished_requests()``.
+
+Two ways in: :meth:`VllmBackend.from_cli_args` starts the engine itself (the explicit
+``vllm-nnrp serve`` path); :meth:`VllmBackend.from_app_state` binds to the engine client and
+chat serving object that ``vllm serve`` already built into its FastAPI ``app.state``
+(``init_app_state`` sets ``engine_client``, ``args`` and ``openai_serving_chat``; the
+``vllm-plugin`` path, :mod:`.vllm_plugin`). Both end in the same binding code.
+
+Must run on an asyncio event loop (vLLM is asyncio-only); anyio on its asyncio backend is
+fine. The process that starts the engine needs ``LD_PRELOAD`` with tcmalloc and libiomp5
+(see docs/vllm-cpu.md) and a ``if __name__ == "__main__":`` guard (spawned engine core).
+"""
+
+from __future__ import annotations
+
+from .backend import VllmBackend
+from .chunks import StreamChunk, parse_sse
+from .errors import FAMILIES, BackendError, BackendStartupError
+from .versions import (
+    SUPPORTED_RANGE,
+    UnsupportedVllmVersion,
+    check_version_supported,
+    detect_vllm_version,
+)
+
+__all__ = [
+    "FAMILIES",
+    "SUPPORTED_RANGE",
+    "BackendError",
+    "BackendStartupError",
+    "StreamChunk",
+    "UnsupportedVllmVersion",
+    "VllmBackend",
+    "check_version_supported",
+    "detect_vllm_version",
+    "parse_sse",
+]
