@@ -49,7 +49,7 @@ from .common import (
     write_results,
 )
 from .proc_cpu import TreeCpu, rss_bytes, thread_count, tree_cpu
-from .vllm import chat_envelope, engine_info, engine_settled, load_average, run_stream
+from .streams import chat_envelope, engine_info, engine_settled, load_average, run_stream
 
 __all__ = ["main"]
 

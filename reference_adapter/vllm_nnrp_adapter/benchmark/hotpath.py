@@ -30,7 +30,7 @@ import anyio
 from .http_sse import HttpServer
 from .parity import HttpPath, NnrpPath, RequestSample
 from .proc_cpu import thread_cpu_seconds
-from .vllm import PROMPT, load_average
+from .streams import PROMPT, load_average
 
 __all__ = ["CATEGORIES", "categorise", "main", "parse_raw"]
 

@@ -24,7 +24,7 @@ from nnrp_conformance.client import NnrpClient
 
 from .common import metric, print_results, results_document, write_results
 from .proc_cpu import cpu_seconds
-from .vllm import load_average
+from .streams import load_average
 from .wire import bench_handler, envelope
 
 __all__ = ["main"]

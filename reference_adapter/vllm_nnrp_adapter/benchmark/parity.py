@@ -58,7 +58,7 @@ from .http_sse import (
     http_stream,
 )
 from .proc_cpu import TreeCpu, tree_cpu
-from .vllm import PROMPT, chat_envelope, gaps_ms, load_average, run_stream
+from .streams import PROMPT, chat_envelope, gaps_ms, load_average, run_stream
 
 __all__ = [
     "ChunkedDecoder",
