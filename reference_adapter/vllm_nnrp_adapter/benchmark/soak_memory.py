@@ -1,0 +1,65 @@
+"""Process memory as the soak samples it: resident set (``/proc``) and glibc malloc's bytes in
+use and held free (``mallinfo2``, native allocations included), and the Python objects
+alive by type (:func:`_census`)."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+from collections import Counter
+from typing import Any
+
+from .proc_cpu import rss_bytes
+
+
+def _rss() -> int:
+    return rss_bytes(os.getpid()) or 0
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _libc() -> Any:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _Mallinfo2
+        return libc
+    except (OSError, AttributeError):
+        return None  # not glibc ≥ 2.33: the malloc figures are left out
+
+
+_LIBC = _libc()
+
+
+def _malloc() -> tuple[int, int] | None:
+    """glibc malloc over all arenas (native code too): bytes handed out and not had back,
+    and bytes it holds free (what ``malloc_trim`` can return)."""
+    if _LIBC is None:
+        return None
+    info = _LIBC.mallinfo2()
+    return int(info.uordblks + info.hblkhd), int(info.fordblks)
+
+
+def _mib(n: float) -> float:
+    return round(n / 2**20, 2)
+
+
+def _census() -> Counter[str]:
+    gc.collect()
+    return Counter(type(o).__qualname__ for o in gc.get_objects())
