@@ -27,8 +27,8 @@ from typing import Any
 
 import anyio
 
-from .http_sse import HttpServer
-from .parity import HttpPath, NnrpPath, RequestSample
+from .http_sse import HttpServer, RequestSample
+from .parity_run import HttpPath, NnrpPath
 from .proc_cpu import thread_cpu_seconds
 from .streams import PROMPT, load_average
 

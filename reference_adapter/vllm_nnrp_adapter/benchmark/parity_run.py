@@ -1,0 +1,249 @@
+"""The parity benchmark's workload and one round of it: the prompts (short, and long up to a
+token budget), the two paths (vLLM's HTTP/SSE server, the adapter over NNRP) with their
+clients, and a round that measures every workload on both, back to back, the first path
+alternating, with the serving and engine processes' CPU read around each measurement.
+Shared facts (the metric names, the paths, the workloads) are :mod:`.parity_facts`'s."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from nnrp_conformance import contract
+from nnrp_conformance.client import NnrpClient, NnrpClientError
+
+from .common import (
+    run_concurrent,
+)
+from .http_sse import (
+    HttpConnection,
+    RequestSample,
+)
+from .parity_facts import CONCURRENCY, LONG_UNIT, MAX_TOKENS, PATHS, Workload
+from .proc_cpu import TreeCpu, tree_cpu
+from .streams import chat_envelope, load_average, run_stream
+
+
+def long_prompt(python: str, model_dir: Path, budget: int) -> tuple[str, int]:
+    """The longest repetition of :data:`LONG_UNIT` whose chat prompt fits ``budget`` tokens."""
+    from vllm_nnrp_adapter.conformance import engine_environment
+
+    script = (
+        "import json, sys\n"
+        "from transformers import AutoTokenizer\n"
+        "tok = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "unit, budget = sys.argv[2], int(sys.argv[3])\n"
+        "def size(n):\n"
+        "    ids = tok.apply_chat_template([{'role': 'user', 'content': unit * n}],\n"
+        "                                  add_generation_prompt=True, tokenize=True)\n"
+        "    ids = ids['input_ids'] if hasattr(ids, 'keys') else ids\n"
+        "    return len(ids)\n"
+        "lo, hi = 0, 1\n"
+        "while size(hi) <= budget: lo, hi = hi, hi * 2\n"
+        "while hi - lo > 1:\n"
+        "    mid = (lo + hi) // 2\n"
+        "    lo, hi = (mid, hi) if size(mid) <= budget else (lo, mid)\n"
+        "print(json.dumps({'repeats': lo, 'tokens': size(lo)}))\n"
+    )
+    done = subprocess.run(
+        [python, "-c", script, str(model_dir), LONG_UNIT, str(budget)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=engine_environment(python),
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"sizing the long prompt failed: {done.stderr[-2000:]}")
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return LONG_UNIT * int(found["repeats"]), int(found["tokens"])
+
+
+@dataclass(frozen=True)
+class Plan:
+    rounds: int
+    #: requests per round, by concurrency
+    requests: Mapping[int, int]
+    warmup: int = 4
+
+
+QUICK = Plan(rounds=2, requests={1: 8, 8: 24, 32: 64}, warmup=2)
+
+
+FULL = Plan(rounds=6, requests={1: 24, 8: 64, 32: 128})
+
+
+def round_order(r: int) -> tuple[str, ...]:
+    """The order the two paths run in round ``r``: alternating, so neither always goes first."""
+    return PATHS if r % 2 == 0 else tuple(reversed(PATHS))
+
+
+def http_body(model: str, content: str) -> dict[str, Any]:
+    """The OpenAI body both servers get (the adapter adds ``include_usage`` itself)."""
+    body = dict(chat_envelope(max_tokens=MAX_TOKENS, model=model, content=content)["body"])
+    body["stream_options"] = {"include_usage": True}
+    return body
+
+
+async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSample:
+    env = chat_envelope(max_tokens=MAX_TOKENS, model=model, content=content)
+    started = time.perf_counter_ns()
+    try:
+        s = await run_stream(client, env)
+    except (NnrpClientError, TimeoutError) as exc:
+        # one failed sample, as on the HTTP side, never the end of the benchmark
+        return RequestSample(started, error=f"{type(exc).__name__}: {exc}")
+    text = "".join(
+        ev.get("delta", "") for ev in s.events if ev.get("type") == contract.EV_OUTPUT_TEXT_DELTA
+    )
+    return RequestSample(
+        s.submitted_ns,
+        list(s.text_ns),
+        s.terminal_ns,
+        s.output_tokens,
+        text,
+        None if s.outcome == contract.TERMINAL_SUCCESS else f"terminal {s.outcome} ({s.delivery})",
+    )
+
+
+class NnrpPath:
+    """The adapter's side: ``sessions`` NNRP clients (one session each); worker ``w`` uses
+    client ``w % sessions``."""
+
+    def __init__(self, address: str, model: str, sessions: int) -> None:
+        self.address, self.model, self.sessions = address, model, sessions
+        self.clients: list[NnrpClient] = []
+
+    async def open(self) -> None:
+        for _ in range(self.sessions):
+            self.clients.append(await NnrpClient.connect(self.address, default_timeout=120.0))
+
+    async def close(self) -> None:
+        for client in self.clients:
+            with anyio.move_on_after(10):
+                await client.aclose()
+
+    def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
+        return lambda w: _nnrp_one(self.clients[w % len(self.clients)], self.model, content)
+
+
+class HttpPath:
+    """vLLM's HTTP side: one keep-alive connection per concurrent worker."""
+
+    def __init__(self, port: int, model: str) -> None:
+        self.model = model
+        self.conns = [HttpConnection("127.0.0.1", port) for _ in range(max(CONCURRENCY))]
+
+    async def open(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        for conn in self.conns:
+            await conn.close()
+
+    def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
+        body = http_body(self.model, content)
+        return lambda w: self.conns[w].stream_chat(body)
+
+
+@dataclass
+class RoundResult:
+    """One path's measurement of one workload in one round."""
+
+    path: str
+    round: int
+    samples: list[RequestSample]
+    wall_s: float
+    #: CPU seconds of the serving process and of its engine during the round (None: no pid)
+    server: TreeCpu | None
+    #: CPU seconds of this (client) process during the round
+    client_cpu_s: float
+    #: CPU seconds the other, idle server (both its processes) spent meanwhile
+    idle_other_cpu_s: float | None
+    load_average: str
+    tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = sum(s.tokens or len(s.content_ns) for s in self.samples if _ok(s))
+
+    def per_1k(self, seconds: float | None) -> float | None:
+        return None if seconds is None or not self.tokens else seconds * 1000.0 / self.tokens
+
+
+def _ok(s: RequestSample) -> bool:
+    return not s.error and s.ttft_ms is not None and s.total_ms is not None
+
+
+async def measure(
+    paths: Mapping[str, Any],
+    pids: Mapping[str, int | None],
+    prompts: Mapping[str, str],
+    plan: Plan,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> dict[Workload, list[RoundResult]]:
+    """Every workload on both paths, round after round, first path alternating."""
+    for name, path in paths.items():
+        for content in prompts.values():  # the first requests pay vLLM's start-up costs
+            for w in range(plan.warmup):
+                await path.one(content)(w)
+        progress(f"    {name} warmed up")
+    out: dict[Workload, list[RoundResult]] = {}
+    for r in range(plan.rounds):
+        t0 = time.monotonic()
+        for prompt, content in prompts.items():
+            for c in CONCURRENCY:
+                for name in round_order(r):
+                    other = next(p for p in paths if p != name)
+                    result = await _one_round(
+                        name,
+                        r,
+                        paths[name].one(content),
+                        plan.requests[c],
+                        c,
+                        pids.get(name),
+                        pids.get(other),
+                    )
+                    out.setdefault((prompt, c), []).append(result)
+        progress(
+            f"    round {r + 1}/{plan.rounds} ({' then '.join(round_order(r))}) "
+            f"in {time.monotonic() - t0:.1f} s, load {load_average()}"
+        )
+    return out
+
+
+def _tree(pid: int | None) -> TreeCpu | None:
+    if pid is None:
+        return None
+    try:
+        return tree_cpu(pid)
+    except ProcessLookupError:
+        return None
+
+
+async def _one_round(
+    name: str,
+    r: int,
+    one: Callable[[int], Awaitable[RequestSample]],
+    n: int,
+    c: int,
+    pid: int | None,
+    other_pid: int | None,
+) -> RoundResult:
+    load = load_average()
+    mine0, other0, client0 = _tree(pid), _tree(other_pid), time.process_time()
+    samples, wall = await run_concurrent(n, c, one)
+    client = time.process_time() - client0
+    mine1, other1 = _tree(pid), _tree(other_pid)
+    server = mine1.since(mine0) if mine0 and mine1 else None
+    idle = None
+    if other0 and other1:
+        spent = other1.since(other0)
+        idle = spent.serving + spent.engine
+    return RoundResult(name, r, samples, wall, server, client, idle, load)
