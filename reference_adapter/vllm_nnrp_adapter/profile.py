@@ -37,6 +37,7 @@ from nnrp_conformance.contract import (
     PROFILE,
     SCHEMA_VERSION,
 )
+from nnrp_conformance.validation import validate
 
 __all__ = [
     "PROFILE",
@@ -193,7 +194,6 @@ def parse_envelope(
     name is ``unsupported_operation`` (not ``invalid_request``), as the profile asks. The
     discovery operation is always accepted.
     """
-    from nnrp_conformance.validation import validate
 
     if isinstance(payload, bytes | bytearray | memoryview):
         try:

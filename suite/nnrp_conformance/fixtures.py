@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nnrp_conformance.session import ConformanceCore, SetupError
+from nnrp_conformance import contract, validation
+from nnrp_conformance.planner import build_plan
+from nnrp_conformance.recipes import Recipe, RecipeError, RecipeProblem, recipe_level
+from nnrp_conformance.session import ConformanceCore, SetupError, default_model
 
 __all__ = [
     "RecipeRunner",
@@ -158,8 +162,6 @@ class RecipeRunner:
         self._core = core
 
     def _recipe(self, recipe: Any) -> Any:
-        from nnrp_conformance.recipes import Recipe, RecipeError, RecipeProblem, recipe_level
-
         if isinstance(recipe, Recipe):
             return recipe
         if isinstance(recipe, str):
@@ -171,10 +173,6 @@ class RecipeRunner:
             known = ", ".join(sorted(r.id for r in recipes))
             raise LookupError(f"no recipe with id {recipe!r}; loaded recipes: {known}")
         if isinstance(recipe, Mapping):
-            from pathlib import Path
-
-            from nnrp_conformance import contract, validation
-
             data = dict(recipe)
             violations = validation.validate("recipe", data)
             if violations:
@@ -196,8 +194,6 @@ class RecipeRunner:
 
     def plan_case(self, recipe: Any, *, params: Mapping[str, str] | None = None,
                   model: str | None = None) -> Any:
-        from nnrp_conformance.planner import build_plan
-
         core = self._core
         if core.manifest is None:
             core.load_manifest()
@@ -205,8 +201,6 @@ class RecipeRunner:
             core.fetch_capabilities()
         model_id = model or core.options.model
         if model_id is None:
-            from nnrp_conformance.session import default_model
-
             model_id = default_model(core.capabilities)
         plan = build_plan(
             [self._recipe(recipe)],

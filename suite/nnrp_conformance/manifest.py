@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, validation
 
 __all__ = [
     "Manifest",
@@ -155,8 +155,6 @@ def capabilities_of(doc: Mapping[str, Any]) -> frozenset[str]:
 
 def manifest_from_dict(data: Any, path: Path | str | None = None) -> Manifest:
     """Validate ``data`` against the manifest schema and build a :class:`Manifest`."""
-    from nnrp_conformance import validation
-
     where = Path(path) if path is not None else None
     if not isinstance(data, dict):
         kind = "empty" if data is None else type(data).__name__

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, validation
 from nnrp_conformance.manifest import Manifest
 from nnrp_conformance.recipes import Recipe
 
@@ -235,8 +235,6 @@ class Plan:
 
         Validated against the ``execution-plan`` schema before it is returned.
         """
-        from nnrp_conformance import validation
-
         doc: dict[str, Any] = {
             "$schema": validation.schema_uri("execution-plan"),
             "profile": self.profile,

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, runner
 from nnrp_conformance.events import CaseFinished, CaseRecord, CaseStarted, EventBus, RunFinished
 from nnrp_conformance.fixtures import (
     CORE_KEY,
@@ -43,6 +43,7 @@ from nnrp_conformance.fixtures import (
 )
 from nnrp_conformance.reports import CaseResultsHandler, file_handlers
 from nnrp_conformance.reports.format import event_runs, findings_block
+from nnrp_conformance.reports.terminal import render_summary, summary_console
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -372,8 +373,6 @@ class NnrpConformancePlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.finished is None:
             return
-        from nnrp_conformance.reports.terminal import render_summary, summary_console
-
         buffer = io.StringIO()
         tw = terminalreporter._tw
         console = summary_console(buffer, color=tw.hasmarkup, width=tw.fullwidth)
@@ -421,8 +420,6 @@ class RecipeItem(pytest.Item):
                                              .rstrip(": ")))
 
     def skipped_record(self) -> CaseRecord:
-        from nnrp_conformance import runner
-
         return CaseRecord.from_result(runner.skipped_result(self.case))
 
     def runtest(self) -> None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from nnrp_conformance import validation
+
 __all__ = [
     "LEVELS",
     "LEVEL_FAILED",
@@ -56,8 +58,6 @@ class Rule:
 @functools.cache
 def rulebook() -> Mapping[str, Rule]:
     """Rule id -> rule, from ``rulebook.json`` (schema-checked once)."""
-    from nnrp_conformance import validation
-
     data = json.loads(_FILE.read_text(encoding="utf-8"))
     validation.check("rulebook", data)
     return MappingProxyType({r["id"]: Rule(**r) for r in data["rules"]})

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, validation
 from nnrp_conformance.checks import Finding, Observation, Verdict, judge
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
@@ -171,6 +171,8 @@ def payload_of(case: PlannedCase) -> tuple[dict[str, Any] | bytes, list[Any] | N
         payload = json.dumps(case.envelope, ensure_ascii=False, separators=(",", ":")).encode()
     frames = None
     if raw.get("frames"):
+        # lazy on purpose: the codec loads nnrp-py's native library, needed only for a raw
+        # frame (the pytest plugin loads this module in every pytest run of the venv)
         from nnrp_conformance.wire.codec import RawFrame
 
         frames = [RawFrame(payload, **spec) for spec in raw["frames"]]
@@ -389,8 +391,6 @@ def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:
 
 def case_results_document(plan: Plan, results: Sequence[CaseResult]) -> dict[str, Any]:
     """The upstream case-results document for ``results``, validated against its schema."""
-    from nnrp_conformance import validation
-
     doc = {
         "$schema": validation.schema_uri("case-results"),
         "profile": plan.profile,

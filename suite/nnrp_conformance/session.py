@@ -28,7 +28,7 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from nnrp_conformance import contract
+from nnrp_conformance import contract, runner
 from nnrp_conformance.artifacts import Artifacts, report_paths, write_json
 from nnrp_conformance.events import (
     CaseFinished,
@@ -38,7 +38,11 @@ from nnrp_conformance.events import (
     RunFinished,
     RunStarted,
 )
+from nnrp_conformance.manifest import ManifestError, load_manifest
+from nnrp_conformance.planner import PlanError, build_plan
+from nnrp_conformance.recipes import RecipeError, load_recipes
 from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
+from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -182,6 +186,8 @@ class ConformanceCore:
         return self._client
 
     def connect(self) -> Any:
+        # lazy on purpose: nnrp-py's native library loads only when a run connects (the
+        # pytest plugin, and with it this module, loads in every pytest run of the venv)
         from nnrp_conformance.client import NnrpClient
 
         target = self.options.target
@@ -241,8 +247,6 @@ class ConformanceCore:
 
     # --- plan --------------------------------------------------------------------------
     def load_manifest(self) -> Any:
-        from nnrp_conformance.manifest import ManifestError, load_manifest
-
         if self.options.manifest is None:
             raise SetupError("no manifest: give --manifest PATH (the adapter capability "
                              "manifest is required with a target)")
@@ -253,8 +257,6 @@ class ConformanceCore:
         return self.manifest
 
     def load_recipes(self) -> list[Any]:
-        from nnrp_conformance.recipes import RecipeError, load_recipes
-
         try:
             self.recipes = load_recipes(list(self.options.recipes) if self.options.recipes
                                         else None)
@@ -264,8 +266,6 @@ class ConformanceCore:
 
     def build_plan(self, capabilities: Mapping[str, Any] | None = None) -> Any:
         """Manifest + recipes + (capability document for the default model) -> plan."""
-        from nnrp_conformance.planner import PlanError, build_plan
-
         if capabilities is not None:
             self.capabilities = dict(capabilities)
         if self.manifest is None:
@@ -299,8 +299,6 @@ class ConformanceCore:
         return doc
 
     def write_plan(self) -> Path:
-        from nnrp_conformance.validation import SchemaViolationError
-
         path = self.options.artifacts().plan
         try:
             document = self.plan_document()
@@ -332,8 +330,6 @@ class ConformanceCore:
     def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
         """Run one planned case; a case the plan did not select comes back as a skipped
         result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
-        from nnrp_conformance import runner
-
         if case.selection != contract.SEL_SELECTED and not force:
             return runner.skipped_result(case)
         if len(self._silent) >= self.options.unresponsive_after:
@@ -393,8 +389,6 @@ NOT_RUN_REASON = "not run in this session (deselected or interrupted)"
 def fill_not_run(plan: Any, bus: EventBus) -> None:
     """Give every plan case without a record a skipped one, so the case results always
     hold one result per case and a partial run never passes for a complete one."""
-    from nnrp_conformance import runner
-
     for case in plan.cases:
         if case.id not in bus.records:
             rec = CaseRecord.from_result(runner.skipped_result(case))

@@ -38,6 +38,8 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
 from .common import (
     add_adapter_choice,
@@ -349,8 +351,6 @@ def main(argv: Sequence[str]) -> int:
             context["adapter"] = "external"
             anyio.run(_bench, args.target, opts, None, context, done)
         else:
-            from vllm_nnrp_adapter import CURRENT_LINE_TESTED
-            from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
             version = args.vllm_version or CURRENT_LINE_TESTED
             python = vllm_python(version, build=False)

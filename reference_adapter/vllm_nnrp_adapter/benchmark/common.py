@@ -30,6 +30,7 @@ from rich.table import Table
 
 from nnrp_conformance import validation
 from nnrp_conformance.gate.requirements import Requirements, requirements_from_document
+from vllm_nnrp_adapter import __version__ as adapter_version
 
 from ..policy import policy_document, policy_path
 
@@ -152,7 +153,6 @@ def _dist(name: str) -> str | None:
 
 def versions_info(vllm: str | None = None, **extra: str | None) -> dict[str, str | None]:
     """nnrp-py, the suite, the adapter and vLLM (None when the benchmark runs without it)."""
-    from vllm_nnrp_adapter import __version__ as adapter_version
 
     out: dict[str, str | None] = {
         "nnrp_py": _dist("nnrp-py") or "unknown",

@@ -27,6 +27,16 @@ from typing import Any
 
 import anyio
 
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter.conformance import (
+    EMBEDDED_ENGINE_ARGS,
+    TINY_MODEL_NAME,
+    AdapterProcess,
+    ConformanceSetupError,
+    tiny_model,
+    vllm_python,
+)
+
 from .http_sse import HttpServer, RequestSample
 from .parity_run import HttpPath, NnrpPath
 from .proc_cpu import thread_cpu_seconds
@@ -389,15 +399,6 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if args.concurrency < 1 or args.seconds < 1:
         p.error("--concurrency and --seconds must be at least 1")
-    from vllm_nnrp_adapter import CURRENT_LINE_TESTED
-    from vllm_nnrp_adapter.conformance import (
-        EMBEDDED_ENGINE_ARGS,
-        TINY_MODEL_NAME,
-        AdapterProcess,
-        ConformanceSetupError,
-        tiny_model,
-        vllm_python,
-    )
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,8 @@ from typing import Any
 
 import anyio
 
+from vllm_nnrp_adapter.conformance import engine_environment, stop_process_group
+
 __all__ = [
     "ChunkedDecoder",
     "HttpConnection",
@@ -271,8 +273,6 @@ class HttpServer:
     _proc: subprocess.Popen | None = None
 
     def start(self) -> HttpServer:
-        from vllm_nnrp_adapter.conformance import engine_environment
-
         self.port = self.port or free_port()
         cmd = [
             self.python,
@@ -327,8 +327,6 @@ class HttpServer:
             conn.close()
 
     def stop(self, timeout: float = 60.0) -> None:
-        from vllm_nnrp_adapter.conformance import stop_process_group
-
         proc, self._proc = self._proc, None
         if proc is not None:
             # its group goes, and with it the OpenMP shared-memory files of vLLM's processes

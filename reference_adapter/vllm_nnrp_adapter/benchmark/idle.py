@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from nnrp_conformance.client import NnrpClient
+from vllm_nnrp_adapter.nnrp_server import NnrpServer
 
 from .common import metric, print_results, results_document, write_results
 from .proc_cpu import cpu_seconds
@@ -31,8 +32,6 @@ __all__ = ["main"]
 
 
 async def _serve(idle_poll_ms: int) -> None:
-    from vllm_nnrp_adapter.nnrp_server import NnrpServer
-
     async with NnrpServer(bench_handler, "127.0.0.1:0", session_idle_poll_ms=idle_poll_ms) as srv:
         print(srv.address, flush=True)
         await anyio.to_thread.run_sync(sys.stdin.read)  # until the parent closes stdin

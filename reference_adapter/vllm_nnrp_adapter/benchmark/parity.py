@@ -31,6 +31,15 @@ from rich.console import Console
 
 from nnrp_conformance.client import NnrpClientError
 from nnrp_conformance.gate.evidence import PARITY_ADAPTER_LOG, PARITY_HTTP_SERVER_LOG
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter.conformance import (
+    EMBEDDED_ENGINE_ARGS,
+    TINY_MODEL_NAME,
+    AdapterProcess,
+    ConformanceSetupError,
+    tiny_model,
+    vllm_python,
+)
 
 from .common import (
     BENCH_PARITY,
@@ -116,15 +125,6 @@ def main(argv: Sequence[str]) -> int:
     args = p.parse_args(list(argv))
     if args.nnrp_sessions < 1 or (args.rounds is not None and args.rounds < 1):
         p.error("--nnrp-sessions and --rounds must be at least 1")
-    from vllm_nnrp_adapter import CURRENT_LINE_TESTED
-    from vllm_nnrp_adapter.conformance import (
-        EMBEDDED_ENGINE_ARGS,
-        TINY_MODEL_NAME,
-        AdapterProcess,
-        ConformanceSetupError,
-        tiny_model,
-        vllm_python,
-    )
 
     version = args.vllm_version or CURRENT_LINE_TESTED
     out = (args.out or Path(f"artifacts/bench-vllm/vllm-{version}")).resolve()

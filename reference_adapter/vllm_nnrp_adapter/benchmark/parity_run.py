@@ -18,6 +18,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
+from vllm_nnrp_adapter.conformance import engine_environment
 
 from .common import (
     run_concurrent,
@@ -33,7 +34,6 @@ from .streams import chat_envelope, load_average, run_stream
 
 def long_prompt(python: str, model_dir: Path, budget: int) -> tuple[str, int]:
     """The longest repetition of :data:`LONG_UNIT` whose chat prompt fits ``budget`` tokens."""
-    from vllm_nnrp_adapter.conformance import engine_environment
 
     script = (
         "import json, sys\n"

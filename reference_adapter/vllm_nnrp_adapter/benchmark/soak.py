@@ -33,12 +33,17 @@ import json
 import os
 import sys
 import time
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 from rich.console import Console
+
+from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.nnrp_server import NnrpServer
+from vllm_nnrp_adapter.observability import Recorder
 
 from .soak_backend import TOKENS, SyntheticBackend
 from .soak_memory import _LIBC, _census, _malloc, _mib, _rss
@@ -68,13 +73,8 @@ def _manifest() -> dict[str, Any]:
 
 
 async def _soak(args: argparse.Namespace) -> dict[str, Any]:
-    from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
-    from vllm_nnrp_adapter.nnrp_server import NnrpServer
-    from vllm_nnrp_adapter.observability import Recorder
-
     tracing = None
     if args.tracemalloc:
-        import tracemalloc
 
         tracemalloc.start(6)
         tracing = tracemalloc

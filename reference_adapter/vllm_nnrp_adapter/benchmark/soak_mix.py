@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 
 from nnrp_conformance import contract
+from nnrp_conformance.client import NnrpClient
 
 from .soak_backend import MODEL, _text
 from .soak_memory import _census, _mib, _rss
@@ -164,7 +165,6 @@ async def _drive(
 ) -> dict[str, Any]:
     """The client side: ``sessions`` connections share ``ops`` operations, each checked;
     with ``reconnect_every`` each connection is replaced after that many operations."""
-    from nnrp_conformance.client import NnrpClient
 
     check = _Checker(tokens)
     rss_start = _rss()

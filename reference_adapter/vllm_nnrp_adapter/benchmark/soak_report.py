@@ -14,6 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .common import machine_info, now_rfc3339, versions_info
+
 
 def _commit() -> str | None:
     """The checkout's commit (``+dirty`` with local changes), when this runs from one."""
@@ -87,7 +89,6 @@ def _verdict(
             )
         )
     )
-    from .common import machine_info, now_rfc3339, versions_info
 
     return {
         "name": "soak",

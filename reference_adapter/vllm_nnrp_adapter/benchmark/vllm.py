@@ -25,6 +25,8 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
 from .cancellation import cancel_summary, cancellation_latency
 from .common import (
@@ -453,8 +455,6 @@ def main(argv: Sequence[str]) -> int:
             return anyio.run(
                 _bench, args.target, plan, out, context, args.model, args.backend_timing
             )
-        from vllm_nnrp_adapter import CURRENT_LINE_TESTED
-        from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
         version = args.vllm_version or CURRENT_LINE_TESTED
         out = (args.out or Path(f"artifacts/bench-vllm/vllm-{version}")).resolve()

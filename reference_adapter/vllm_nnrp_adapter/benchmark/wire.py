@@ -30,11 +30,17 @@ from nnrp.core import MessageType
 from nnrp.native import NativeInvalidStateError, NativeRuntimeEvent, NativeWouldBlockError
 from nnrp.runtime import PartialResultMetadata
 from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
+from rich.console import Console
+from rich.table import Table
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
-from nnrp_conformance.wire import codec
+from nnrp_conformance.wire import codec, nodelay
 from nnrp_conformance.wire.pump import client_options, parse_address, server_options
+from vllm_nnrp_adapter.nnrp_server import NnrpServer, sdk
+
+from .common import BENCH_WIRE, metric, ratio_of, write_results
+from .common import results_document as build
 
 TERMINALS = {MessageType.RESULT_PUSH, MessageType.RESULT_DROP, MessageType.RESULT_DROP_REASON}
 STALL_MS = 30.0  # a Nagle/delayed-ACK stall is ~40 ms; anything above this counts as one
@@ -69,8 +75,6 @@ def envelope(n: int, gap_us: float = 0) -> dict[str, Any]:
 
 
 async def serve_ours(listen: str) -> None:
-    from vllm_nnrp_adapter.nnrp_server import NnrpServer
-
     async with NnrpServer(bench_handler, listen) as srv:
         print(srv.address, flush=True)
         await _until_stdin_closes()
@@ -145,7 +149,6 @@ def _floor_session(sess: Any) -> None:
     polls synchronously one event at a time, runs the handler inline as a plain loop and
     sends with the blocking call, re-polling for cancels only every 10 ms. No event loop,
     no hand-off between threads: the floor any binding of an async handler can approach."""
-    from vllm_nnrp_adapter.nnrp_server import sdk
 
     backlog: list[Any] = []
     closing = False
@@ -198,8 +201,6 @@ def _floor_session(sess: Any) -> None:
 
 
 async def serve_floor(listen: str) -> None:
-    from nnrp_conformance.wire import nodelay
-
     opts = server_options(parse_address(listen))
     with listen_native_server(opts) as server:
         print(server.bound_provider_endpoints["tcp"].uri.split("://", 1)[1], flush=True)
@@ -267,8 +268,6 @@ class FloorClient:
 
     @classmethod
     async def connect(cls, target: str) -> FloorClient:
-        from nnrp_conformance.wire import nodelay
-
         c = await NaiveClient.connect(target)
         nodelay.apply_nodelay()
         return cls(c.cm, c.conn, c.session)
@@ -436,7 +435,6 @@ def wire_ratios(medians: dict[str, float]) -> list[dict[str, Any]]:
     worse for ``*.over_floor`` ("cost ×": 1.0 is the SDK floor, 2.0 half its speed) and
     better for ``*.speedup`` (ours over naive): a rate (1/s) is the other way up from a time or
     a CPU cost, so its numerator and denominator swap."""
-    from .common import ratio_of
 
     out = []
     for suffix, unit, _, _ in _METRICS:
@@ -454,8 +452,6 @@ def wire_ratios(medians: dict[str, float]) -> list[dict[str, Any]]:
 
 def results_document(results: dict[str, Any]) -> dict[str, Any]:
     """Both columns as one ``benchmark-results`` document (the gate's ``wire`` baseline)."""
-    from .common import BENCH_WIRE, metric
-    from .common import results_document as build
 
     metrics = []
     for kind, prefix in PREFIXES.items():
@@ -564,9 +560,6 @@ COLUMNS = {
 
 
 def render(results: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     def fmt(v: float) -> str:
         return f"{v:,.3f}" if v < 1000 else f"{v:,.0f}"
 
@@ -658,7 +651,6 @@ def main(argv: list[str] | None = None) -> int:
     render(results)
     print(f"load average after the run: {results['load_average']}")
     print(f"clock: {clock.implementation}; results written to {args.json}")
-    from .common import write_results
 
     write_results(results_document(results), args.json)
     return 0

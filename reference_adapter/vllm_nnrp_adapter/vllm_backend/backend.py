@@ -10,6 +10,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+
 from .chunks import StreamChunk, parse_sse
 from .errors import (
     BackendError,
@@ -339,8 +341,6 @@ class VllmBackend:
                 await self._close_early(gen, request_id)
 
     async def _close_early(self, gen: Any, request_id: str) -> None:
-        import anyio
-
         # Shielded: this runs while the consumer is being cancelled or closed.
         with anyio.CancelScope(shield=True):
             with contextlib.suppress(Exception):
@@ -348,8 +348,6 @@ class VllmBackend:
             await self._abort_quietly(request_id)
 
     async def _abort_quietly(self, request_id: str) -> None:
-        import anyio
-
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await self._engine.abort(self._engine_id(request_id))
 

@@ -231,6 +231,7 @@ def review_markdown(out: Path, target: str, claims: list[Claim]) -> str:
 
 
 async def _fetch(target: str, connect_timeout: float) -> dict[str, Any]:
+    # lazy on purpose: nnrp-py's native library loads only for a command that connects
     from nnrp_conformance.client import NnrpClient
 
     try:
