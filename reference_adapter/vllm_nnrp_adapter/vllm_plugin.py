@@ -130,6 +130,7 @@ class _Refusal(Exception):
 
 def _checked_config() -> Any:
     """Settings, vLLM version and manifest, checked; raises :class:`_Refusal`."""
+    # lazy on purpose: vLLM imports this module in every process it starts (module docstring)
     from .profile import load_manifest_document
     from .vllm_backend import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
@@ -227,6 +228,7 @@ class NnrpServing:
 
     # The backend binding; a seam for tests that run the middleware without vLLM.
     def _bind_backend(self, state: Any, config: Any) -> Any:
+        # lazy on purpose: vLLM imports this module in every process it starts
         from .vllm_backend import VllmBackend
 
         return VllmBackend.from_app_state(
@@ -236,6 +238,7 @@ class NnrpServing:
     async def _start(self, state: Any) -> str | None:
         """Start NNRP serving; returns None, or the reason it could not start."""
         _route_logs()
+        # lazy on purpose: serving loads nnrp-py, only in the process that serves NNRP
         from .serve import nnrp_serving
 
         try:

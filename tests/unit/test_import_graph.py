@@ -190,3 +190,31 @@ def test_the_suite_never_imports_the_adapter() -> None:
              for dst, where in sorted(graph[m].items()) if dst.startswith("vllm_nnrp_adapter")]
     assert found == []
 
+
+
+#: dependencies that may be absent (extras) or are heavy and needed by one command only
+OPTIONAL = {"vllm", "torch", "transformers", "tokenizers", "prometheus_client", "starlette",
+            "pydantic"}
+LAZY_REASON = "lazy on purpose"
+
+
+def test_imports_inside_functions_are_optional_or_say_why() -> None:
+    """An import inside a function is an optional dependency, or the line above it says why
+    it is lazy ("lazy on purpose: ..."); anything else belongs at the top of the module."""
+    found = []
+    for root in PACKAGES.values():
+        for path in sorted(root.rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            lines = text.splitlines()
+            for fn in ast.walk(ast.parse(text)):
+                if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                    continue
+                for node in _imports(fn):
+                    name = node.names[0].name if isinstance(node, ast.Import) else node.module
+                    if (name or "").split(".")[0] in OPTIONAL:
+                        continue
+                    above = " ".join(lines[max(0, node.lineno - 4):node.lineno - 1])
+                    if LAZY_REASON not in above.lower():
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: "
+                                     f"{ast.unparse(node)}")
+    assert found == [], "\n".join(found)
