@@ -35,6 +35,7 @@ from .conformance import (
     vllm_python,
 )
 from .policy import policy_path
+from .settings import default_manifest_path
 
 console = Console(stderr=True)
 
@@ -91,7 +92,7 @@ def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Ste
     if isinstance(started, Exception):
         return
     try:
-        manifest = REPO_ROOT / "manifests" / "vllm-nnrp-adapter.json"
+        manifest = default_manifest_path()
         step(
             f"conformance suite against vLLM {version}",
             lambda: run_suite(adapter.address, manifest, vdir, ["-q"]),
@@ -144,7 +145,7 @@ def main(argv: Sequence[str]) -> int:
     log: list[dict[str, Any]] = []
     step = Step(log)
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
-    shutil.copyfile(REPO_ROOT / "manifests" / "vllm-nnrp-adapter.json", out / MANIFEST_FILE)
+    shutil.copyfile(default_manifest_path(), out / MANIFEST_FILE)
     # the gate judges the evidence against the policy it was recorded for
     shutil.copyfile(policy_path(), out / POLICY_FILE)
     for version in versions:

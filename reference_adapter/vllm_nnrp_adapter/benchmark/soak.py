@@ -45,6 +45,8 @@ from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
 from vllm_nnrp_adapter.observability import Recorder
 
+from ..profile import load_manifest_document
+from ..settings import default_manifest_path
 from .soak_backend import TOKENS, SyntheticBackend
 from .soak_memory import _LIBC, _census, _malloc, _mib, _rss
 from .soak_mix import (
@@ -62,20 +64,12 @@ __all__ = ["SyntheticBackend", "_classify", "_envelope", "_expected", "_key", "_
 
 
 def _manifest() -> dict[str, Any]:
-    here = Path(__file__).resolve()
-    for path in (
-        here.parents[3] / "manifests" / "vllm-nnrp-adapter.json",
-        here.parents[1] / "manifest.json",
-    ):
-        if path.is_file():
-            return json.loads(path.read_text())
-    raise FileNotFoundError("the adapter manifest (manifests/vllm-nnrp-adapter.json)")
+    return load_manifest_document(default_manifest_path())
 
 
 async def _soak(args: argparse.Namespace) -> dict[str, Any]:
     tracing = None
     if args.tracemalloc:
-
         tracemalloc.start(6)
         tracing = tracemalloc
     backend = SyntheticBackend(args.tokens)
