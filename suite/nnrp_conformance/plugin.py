@@ -272,21 +272,20 @@ class NnrpConformancePlugin:
     # setup ------------------------------------------------------------------------------
     def setup(self) -> None:
         core = self.core
-        core.load_manifest()
-        core.load_recipes()
         if not self.collect_recipes:
+            core.load_manifest()
+            core.load_recipes()
             return  # provider tests only: the fixtures connect on demand
         if self.worker:
+            # a worker plans exactly what the controller planned, from the same document
             workerinput = self.config.workerinput  # type: ignore[attr-defined]
             if _WORKER_CAPS in workerinput:
-                caps = json.loads(workerinput[_WORKER_CAPS])
                 core.capabilities_error = workerinput.get(_WORKER_CAPS_ERROR)
+                core.prepare(json.loads(workerinput[_WORKER_CAPS]), fetch=False, write=False)
             else:
-                caps = core.try_capabilities()
-            core.build_plan(caps)
+                core.prepare(write=False)
             return
-        core.build_plan(core.try_capabilities())
-        core.write_plan()
+        core.prepare()
         # the reports are built once, here, and see the whole run (workers send their records)
         self.results, handlers = file_handlers(self.options.artifacts())
         self.bus = EventBus(handlers)

@@ -298,6 +298,22 @@ class ConformanceCore:
                                                 self.options.shown(art.evidence_dir))
         return doc
 
+    def prepare(self, capabilities: Mapping[str, Any] | None = None, *,
+                fetch: bool = True, write: bool = True) -> Any:
+        """The one set-up sequence every face runs: manifest, recipes, the capability
+        document (``capabilities`` when the caller has it, else, with ``fetch``, fetched from
+        the target when there is one: a broken discovery operation is kept in
+        ``capabilities_error``, an unreachable target raises :class:`TargetError`), the plan,
+        and, with ``write``, the plan written."""
+        self.load_manifest()
+        self.load_recipes()
+        if capabilities is None and fetch and self.options.target:
+            capabilities = self.try_capabilities()
+        plan = self.build_plan(capabilities)
+        if write:
+            self.write_plan()
+        return plan
+
     def write_plan(self) -> Path:
         path = self.options.artifacts().plan
         try:

@@ -20,12 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 from rich.console import Console
 from rich.markup import escape
 
 from nnrp_conformance import contract
-from nnrp_conformance.session import DEFAULT_CONNECT_TIMEOUT
+from nnrp_conformance.session import (
+    DEFAULT_CONNECT_TIMEOUT,
+    ConformanceCore,
+    RunOptions,
+    SetupError,
+    TargetError,
+)
 from nnrp_conformance.validation import validate
 
 NAME = "init"
@@ -230,21 +235,18 @@ def review_markdown(out: Path, target: str, claims: list[Claim]) -> str:
     return "\n".join(lines)
 
 
-async def _fetch(target: str, connect_timeout: float) -> dict[str, Any]:
-    # lazy on purpose: nnrp-py's native library loads only for a command that connects
-    from nnrp_conformance.client import NnrpClient
-
+def _fetch(target: str, connect_timeout: float) -> dict[str, Any]:
+    """The target's capability document, through the same core (and errors) as a run."""
+    core = ConformanceCore(RunOptions(target=target, connect_timeout=connect_timeout,
+                                      timeout=connect_timeout, idle_timeout=connect_timeout))
     try:
-        client = await NnrpClient.connect(target, connect_timeout=connect_timeout)
-    except Exception as exc:  # every connect failure is the user's to see
-        raise InitError(f"cannot connect to NNRP target {target!r}: {exc}", EXIT_TARGET) from None
-    try:
-        return await client.capabilities(timeout=connect_timeout)
-    except Exception as exc:
-        raise InitError(f"cannot fetch the capability document from {target!r}: {exc}",
-                        EXIT_TARGET) from None
+        return core.fetch_capabilities()
+    except TargetError as exc:
+        raise InitError(str(exc), EXIT_TARGET) from None
+    except SetupError as exc:
+        raise InitError(str(exc), EXIT_USAGE) from None
     finally:
-        await client.aclose()
+        core.close()
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -314,7 +316,7 @@ def main(args: argparse.Namespace) -> int:
         if args.connect_timeout <= 0:
             raise InitError(f"--connect-timeout must be positive, got {args.connect_timeout}")
         review = _check_outputs(out, args.force)
-        capabilities = anyio.run(_fetch, args.target, args.connect_timeout)
+        capabilities = _fetch(args.target, args.connect_timeout)
         manifest, claims = derive_manifest(capabilities, adapter=args.adapter)
         _write_atomic(out, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
         _write_atomic(review, review_markdown(out, args.target, claims))

@@ -38,17 +38,11 @@ def main(args: argparse.Namespace) -> int:
         return contract.EXIT_USAGE
     core = ConformanceCore(options)
     try:
-        core.load_manifest()
-        core.load_recipes()
-        caps = None
-        if args.capabilities is not None:
-            caps = load_json_object(args.capabilities)
-        elif options.target:
-            caps = core.try_capabilities()
-            if core.capabilities_error:
-                console.print(f"warning: {core.capabilities_error}", markup=False)
-        plan = core.build_plan(caps)
-        path = core.write_plan()
+        caps = None if args.capabilities is None else load_json_object(args.capabilities)
+        plan = core.prepare(caps)
+        if core.capabilities_error:
+            console.print(f"warning: {core.capabilities_error}", markup=False)
+        path = core.options.artifacts().plan
     except TargetError as exc:
         error(exc)
         return contract.EXIT_TARGET

@@ -31,13 +31,10 @@ def main(args: argparse.Namespace) -> int:
     core = ConformanceCore(options)
     try:
         try:
-            core.load_manifest()
-            core.load_recipes()
-            core.build_plan(core.try_capabilities())
+            core.prepare()
             if core.capabilities_error:
                 console.print(f"[yellow]warning:[/] {core.capabilities_error}", markup=True,
                               highlight=False)
-            core.write_plan()
         except TargetError as exc:
             error(exc)
             return contract.EXIT_TARGET
