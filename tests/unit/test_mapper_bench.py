@@ -9,9 +9,9 @@ import pytest
 
 from nnrp_conformance import validation
 from nnrp_conformance.wire import codec
-from vllm_nnrp_adapter.adapter import ChunkMapper
 from vllm_nnrp_adapter.benchmark import common, mapper
 from vllm_nnrp_adapter.benchmark.common import BENCH_MAPPER, required_metrics
+from vllm_nnrp_adapter.mapping import ChunkMapper
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 
 from nnrp_conformance import contract
-from vllm_nnrp_adapter.adapter import ChunkMapper
 from vllm_nnrp_adapter.benchmark import soak
+from vllm_nnrp_adapter.mapping import ChunkMapper
 
 TEXT = soak._expected("text", 4)
 

@@ -73,6 +73,7 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
         "vllm_nnrp_adapter/vllm_backend",
         frozenset({"_stream", "_parse_sse", "parse_sse"}),
     ),
+    ("mapping (chunk → event)", "vllm_nnrp_adapter/mapping.py", None),
     (
         "mapping (chunk → event)",
         "vllm_nnrp_adapter/adapter.py",

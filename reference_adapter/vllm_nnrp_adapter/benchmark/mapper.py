@@ -33,8 +33,8 @@ from rich.console import Console
 
 from nnrp_conformance.wire import codec
 
-from ..adapter import ChunkMapper
 from ..conformance import REPO_ROOT
+from ..mapping import ChunkMapper
 from ..vllm_backend import parse_sse
 from .common import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results
 
