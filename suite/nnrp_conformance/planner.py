@@ -57,13 +57,18 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from nnrp_conformance import contract, validation
+from nnrp_conformance import contract
 from nnrp_conformance.manifest import Manifest
+from nnrp_conformance.plan import Plan, PlanError, PlannedCase
 from nnrp_conformance.recipes import Recipe
+from nnrp_conformance.substitution import (
+    PARAM_MODEL_ID,
+    PARAM_UNSUPPORTED_OPERATION,
+    resolve_parameters,
+    substitute,
+)
 
 __all__ = [
     "SELECTIONS",
@@ -82,6 +87,7 @@ __all__ = [
     "unclaimed_operation",
 ]
 
+
 # the selection values are the contract's (the plan and the case results carry them)
 SEL_SELECTED = contract.SEL_SELECTED
 SEL_NOT_CLAIMED = contract.SEL_NOT_CLAIMED
@@ -89,238 +95,11 @@ SEL_INFORMATIONAL = contract.SEL_INFORMATIONAL
 SEL_EXTENSION_NOT_SELECTED = contract.SEL_EXTENSION_NOT_SELECTED
 SELECTIONS = contract.SELECTIONS
 
-PARAM_MODEL_ID = "MODEL_ID"
-PARAM_UNSUPPORTED_OPERATION = "UNSUPPORTED_OPERATION"
 #: the operation an unsupported-operation probe uses when the manifest claims every profile one
 UNCLAIMED_OPERATION_FALLBACK = "conformance.unclaimed-operation"
 
-_PLACEHOLDER = re.compile(r"\$(\$?)\{([^{}]*)\}")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
 _EXTENSION_TOKEN = re.compile(r"api\.extension\.(.+?)(\.critical)?\Z")
-
-
-class PlanError(Exception):
-    """The plan cannot be built (unknown parameter, bad level or extension selection)."""
-
-
-@dataclass
-class PlannedCase:
-    """One recipe with its selection decision and the exact request the suite will send."""
-
-    id: str
-    recipe: Recipe
-    status: str
-    selection: str
-    reason: str | None
-    operation: str
-    required_capabilities: tuple[str, ...]
-    level: int
-    request: dict[str, Any]
-    expect: dict[str, Any]
-    envelope: dict[str, Any]
-    parameters: dict[str, str] = field(default_factory=dict)
-    checks: tuple[str, ...] = ()
-    timeout_ms: int | None = None
-    #: what the recipe expects beyond the profile (rule, reading): checks.judge_beyond_profile
-    beyond_profile: dict[str, str] | None = None
-    #: required capabilities the manifest does not claim (mandatory cases run anyway)
-    missing_capabilities: tuple[str, ...] = ()
-    #: extensions the case depends on: name -> critical
-    extensions: dict[str, bool] = field(default_factory=dict)
-    #: planner decisions worth showing in a report (retargeted operation, …)
-    notes: tuple[str, ...] = ()
-
-    @property
-    def selected(self) -> bool:
-        return self.selection == SEL_SELECTED
-
-    @property
-    def rule(self) -> str | None:
-        return self.recipe.rule
-
-    @property
-    def description(self) -> str | None:
-        return self.recipe.description
-
-    @property
-    def expected_terminal(self) -> str:
-        return str(self.expect.get("terminal", contract.TERMINAL_SUCCESS))
-
-    @property
-    def raw(self) -> dict[str, Any] | None:
-        return self.request.get("raw")
-
-    @property
-    def cancel_after_events(self) -> int | None:
-        cancel = self.request.get("cancel")
-        return cancel.get("after_events") if isinstance(cancel, dict) else None
-
-    @property
-    def streaming(self) -> bool:
-        body = self.envelope.get("body")
-        return isinstance(body, dict) and body.get("stream") is True
-
-    def to_plan_case(self) -> dict[str, Any]:
-        """This case as an execution-plan ``cases[]`` item."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "operation": self.operation,
-            "status": self.status,
-            "required_capabilities": sorted(set(self.required_capabilities)),
-            "request": copy.deepcopy(self.request),
-            "expect": copy.deepcopy(self.expect),
-            "level": self.level,
-        }
-        for key in ("description", "rule"):
-            if getattr(self, key):
-                out[key] = getattr(self, key)
-        if self.timeout_ms is not None:
-            out["timeout_ms"] = self.timeout_ms
-        if self.checks:
-            out["checks"] = list(self.checks)
-        return out
-
-
-@dataclass
-class Plan:
-    profile: str
-    schema_version: str
-    adapter: str
-    cases: list[PlannedCase]
-    parameters: dict[str, str]
-    model: str | None = None
-    level: int = contract.LEVEL_CHAT
-    extensions: tuple[str, ...] = ()
-    generated_at: str = field(
-        default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-
-    def selected(self) -> list[PlannedCase]:
-        return [c for c in self.cases if c.selected]
-
-    def case(self, case_id: str) -> PlannedCase:
-        for c in self.cases:
-            if c.id == case_id:
-                return c
-        raise KeyError(case_id)
-
-    def coverage_matrix(self) -> list[dict[str, Any]]:
-        by_feature: dict[str, list[PlannedCase]] = {}
-        for c in self.cases:
-            by_feature.setdefault(c.operation, []).append(c)
-        matrix = []
-        for feature in sorted(by_feature):
-            cases = by_feature[feature]
-            matrix.append({
-                "feature": feature,
-                "required_capabilities": sorted(
-                    {cap for c in cases for cap in c.required_capabilities}),
-                "summary": {
-                    "selected_cases": sum(c.selection == SEL_SELECTED for c in cases),
-                    "not_claimed_cases": sum(
-                        c.selection in (SEL_NOT_CLAIMED, SEL_EXTENSION_NOT_SELECTED)
-                        for c in cases),
-                    "informational_cases": sum(c.selection == SEL_INFORMATIONAL for c in cases),
-                },
-                "statuses": {
-                    f"{status}_cases": sum(c.status == status for c in cases)
-                    for status in contract.RECIPE_STATUSES
-                },
-                "case_ids": [c.id for c in cases],
-            })
-        return matrix
-
-    def to_json(self, results_path: str = "artifacts/nnrp-results.json",
-                evidence_dir: str = "artifacts/nnrp-evidence") -> dict[str, Any]:
-        """The plan document: upstream format (only selected cases listed) plus our fields.
-
-        Validated against the ``execution-plan`` schema before it is returned.
-        """
-        doc: dict[str, Any] = {
-            "$schema": validation.schema_uri("execution-plan"),
-            "profile": self.profile,
-            "schema_version": self.schema_version,
-            "adapter": self.adapter,
-            "artifacts": {"results_path": str(results_path), "evidence_dir": str(evidence_dir)},
-            "coverage_matrix": self.coverage_matrix(),
-            "cases": [c.to_plan_case() for c in self.selected()],
-            "generated_at": self.generated_at,
-        }
-        if self.model:
-            doc["model"] = self.model
-        validation.check("execution-plan", doc)
-        return doc
-
-
-# --- substitution -------------------------------------------------------------------------
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _sub_string(text: str, params: Mapping[str, str], where: str, pointer: str) -> str:
-    def replace(match: re.Match[str]) -> str:
-        escaped, name = match.group(1), match.group(2)
-        if escaped:
-            return "${" + name + "}"
-        if not _NAME.match(name):
-            raise PlanError(f"{where}: {pointer or '/'}: malformed placeholder "
-                            f"{match.group(0)!r} (use ${{NAME}} with letters, digits and _; "
-                            f"write $${{…}} for a literal)")
-        if name not in params:
-            known = ", ".join(sorted(params)) or "none"
-            raise PlanError(f"{where}: {pointer or '/'}: unknown parameter ${{{name}}} "
-                            f"(known: {known}; set it with --nnrp-param {name}=VALUE)")
-        return str(params[name])
-
-    return _PLACEHOLDER.sub(replace, text)
-
-
-def substitute(obj: Any, params: Mapping[str, str], *, where: str, pointer: str = "") -> Any:
-    """A deep copy of ``obj`` with every ``${NAME}`` placeholder in string values filled."""
-    if isinstance(obj, str):
-        return _sub_string(obj, params, where, pointer)
-    if isinstance(obj, dict):
-        return {k: substitute(v, params, where=where, pointer=f"{pointer}/{_escape(str(k))}")
-                for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [substitute(v, params, where=where, pointer=f"{pointer}/{i}")
-                for i, v in enumerate(obj)]
-    return copy.deepcopy(obj)
-
-
-def _split_params(params: Mapping[str, str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """Run-wide params and recipe-scoped ones (keys ``<recipe id>:NAME``)."""
-    global_: dict[str, str] = {}
-    scoped: dict[str, dict[str, str]] = {}
-    for key, value in params.items():
-        recipe_id, sep, name = key.rpartition(":")
-        target = scoped.setdefault(recipe_id, {}) if sep else global_
-        name = name if sep else key
-        if not _NAME.match(name):
-            raise PlanError(f"--nnrp-param {key}={value}: parameter names are letters, digits "
-                            f"and _ (optionally prefixed by '<recipe id>:')")
-        target[name] = str(value)
-    return global_, scoped
-
-
-def resolve_parameters(
-    recipe: Recipe, *, model_id: str | None = None, params: Mapping[str, str] | None = None,
-    defaults: Mapping[str, str] | None = None,
-) -> tuple[dict[str, str], set[str]]:
-    """The parameter values for ``recipe`` (precedence: module doc) and the explicit names."""
-    global_, scoped = _split_params(params or {})
-    values: dict[str, str] = dict(defaults or {})
-    values.setdefault(PARAM_MODEL_ID, contract.PLACEHOLDER_MODEL_ID)
-    values.update(recipe.parameters)
-    if model_id and values.get(PARAM_MODEL_ID) == contract.PLACEHOLDER_MODEL_ID:
-        values[PARAM_MODEL_ID] = model_id
-    explicit = {**global_, **scoped.get(recipe.id, {})}
-    values.update(explicit)
-    return values, set(explicit)
-
-
-# --- selection helpers --------------------------------------------------------------------
 
 
 def _operation_claimed(manifest: Manifest, operation: str) -> bool:
