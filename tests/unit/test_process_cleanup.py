@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.conformance import shm_files_in_use, stop_process_group
+from vllm_nnrp_adapter.processes import shm_files_in_use, stop_process_group
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm (Linux)")
 

@@ -22,7 +22,7 @@ import pytest
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from vllm_nnrp_adapter import vllm_plugin
-from vllm_nnrp_adapter.conformance import listening_tcp_ports
+from vllm_nnrp_adapter.processes import listening_tcp_ports
 from vllm_nnrp_adapter.vllm_backend import StreamChunk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]

@@ -23,7 +23,8 @@ from typing import Any
 
 import anyio
 
-from vllm_nnrp_adapter.conformance import engine_environment, stop_process_group
+from vllm_nnrp_adapter.conformance import engine_environment
+from vllm_nnrp_adapter.processes import stop_process_group
 
 __all__ = [
     "ChunkedDecoder",
