@@ -12,7 +12,6 @@ everything. Loopback only; every run is bounded.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
@@ -20,306 +19,19 @@ import platform
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
 import anyio
-from nnrp.client import NativeClientSessionOptions, connect_native_client_connection
-from nnrp.core import MessageType
-from nnrp.native import NativeInvalidStateError, NativeRuntimeEvent, NativeWouldBlockError
-from nnrp.runtime import PartialResultMetadata
-from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
 from rich.console import Console
 from rich.table import Table
 
-from nnrp_conformance import contract
-from nnrp_conformance.client import NnrpClient
-from nnrp_conformance.wire import codec, nodelay
-from nnrp_conformance.wire.pump import client_options, parse_address, server_options
-from vllm_nnrp_adapter.nnrp_server import NnrpServer, sdk
-
+from . import wire_clients
 from .common import BENCH_WIRE, metric, ratio_of, write_results
 from .common import results_document as build
+from .wire_servers import envelope, serve_floor, serve_naive, serve_ours
 
-TERMINALS = {MessageType.RESULT_PUSH, MessageType.RESULT_DROP, MessageType.RESULT_DROP_REASON}
 STALL_MS = 30.0  # a Nagle/delayed-ACK stall is ~40 ms; anything above this counts as one
-
-
-async def bench_handler(ctx: Any) -> Any:
-    """n deltas (each carrying its yield time), ``gap_us`` apart, then response.completed."""
-    body = ctx.envelope.get("body", {})
-    n, gap = int(body.get("n", 5)), float(body.get("gap_us", 0)) / 1e6
-    for i in range(n):
-        if gap:
-            await anyio.sleep(gap)
-        yield {
-            "type": contract.EV_OUTPUT_TEXT_DELTA,
-            "index": 0,
-            "delta": str(time.perf_counter_ns()),
-        }
-        if not gap and i % 64 == 63:
-            await anyio.sleep(0)
-    yield {"type": contract.EV_COMPLETED, "body": {"n": n}}
-
-
-def envelope(n: int, gap_us: float = 0) -> dict[str, Any]:
-    return {
-        "schema_version": contract.SCHEMA_VERSION,
-        "operation": contract.OP_CHAT_COMPLETIONS_CREATE,
-        "body": {"n": n, "gap_us": gap_us},
-    }
-
-
-# --- servers --------------------------------------------------------------------------------
-
-
-async def serve_ours(listen: str) -> None:
-    async with NnrpServer(bench_handler, listen) as srv:
-        print(srv.address, flush=True)
-        await _until_stdin_closes()
-
-
-async def serve_naive(listen: str) -> None:
-    """The natural nnrp-py pattern (notes §4.1): reader task with a 2 ms next_event slice,
-    one task per operation awaiting send_partial_result / send_result; no TCP_NODELAY."""
-    opts = server_options(parse_address(listen))
-    with listen_native_server(opts) as server:
-        print(server.bound_provider_endpoints["tcp"].uri.split("://", 1)[1], flush=True)
-        stop = asyncio.ensure_future(_until_stdin_closes())
-        tasks: set[asyncio.Task[None]] = set()
-        while not stop.done():
-            try:
-                sess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
-            except NativeWouldBlockError:
-                continue
-            t = asyncio.ensure_future(_naive_session(sess))
-            tasks.add(t)
-            t.add_done_callback(tasks.discard)
-
-
-class _Ctx:
-    def __init__(self, env: dict[str, Any]) -> None:
-        self.envelope = env
-
-
-async def _naive_op(op: Any) -> None:
-    md = op.submit.metadata.value
-    env = codec.decode_submit(md, bytes(op.submit.tail.body))
-    seq = 0
-    try:
-        async for ev in bench_handler(_Ctx(env)):
-            if ev["type"] in contract.TERMINAL_EVENT_TYPES:
-                rmd, body = codec.encode_result_push(op.frame_id, ev)
-                await op.send_result(rmd, body)
-                return
-            seq += 1
-            b = codec.encode_event(ev)
-            await op.send_partial_result(
-                PartialResultMetadata(op.operation_id, seq, 0, seq, len(b), 0), b
-            )
-    except NativeInvalidStateError:
-        return
-
-
-async def _naive_session(sess: Any) -> None:
-    tasks: set[asyncio.Task[None]] = set()
-    while True:
-        try:
-            ev = await sess.next_event(timeout=0.002)
-        except NativeWouldBlockError:
-            continue
-        except NativeInvalidStateError:
-            await asyncio.sleep(0.001)
-            continue
-        if ev.kind is NativeServerEventKind.SUBMIT:
-            t = asyncio.ensure_future(_naive_op(ev.as_submit()))
-            tasks.add(t)
-            t.add_done_callback(tasks.discard)
-        elif (
-            ev.kind is NativeServerEventKind.RUNTIME
-            and ev.as_runtime().header.message_type is MessageType.SESSION_CLOSE
-        ):
-            sess.close()
-            return
-
-
-def _floor_session(sess: Any) -> None:
-    """nnrp-py's fastest measured pattern (notes §5 "fast"): one OS thread owns the session,
-    polls synchronously one event at a time, runs the handler inline as a plain loop and
-    sends with the blocking call, re-polling for cancels only every 10 ms. No event loop,
-    no hand-off between threads: the floor any binding of an async handler can approach."""
-
-    backlog: list[Any] = []
-    closing = False
-
-    def take(events: Any) -> bool:
-        for ev in events:
-            if ev.kind is NativeServerEventKind.SUBMIT:
-                backlog.append(ev.as_submit())
-            elif (
-                ev.kind is NativeServerEventKind.RUNTIME
-                and ev.as_runtime().header.message_type is MessageType.SESSION_CLOSE
-            ):
-                return True
-        return False
-
-    def poll() -> Any:
-        try:
-            return sess.poll_events(max_events=1, timeout_ms=1)
-        except (NativeWouldBlockError, NativeInvalidStateError):
-            return ()
-
-    while not closing:
-        closing = take(poll())
-        while backlog:
-            op = backlog.pop(0)
-            body = codec.decode_submit(op.submit.metadata.value, bytes(op.submit.tail.body))["body"]
-            n, gap = int(body.get("n", 5)), float(body.get("gap_us", 0)) / 1e6
-            last_poll = time.perf_counter()
-            for i in range(n):
-                if gap:
-                    time.sleep(gap)
-                if time.perf_counter() - last_poll > 0.010:
-                    closing = take(poll()) or closing
-                    last_poll = time.perf_counter()
-                b = codec.encode_event(
-                    {
-                        "type": contract.EV_OUTPUT_TEXT_DELTA,
-                        "index": 0,
-                        "delta": str(time.perf_counter_ns()),
-                    }
-                )
-                sdk.send_partial(
-                    op, PartialResultMetadata(op.operation_id, i + 1, 0, i + 1, len(b), 0), b
-                )
-            md, rb = codec.encode_result_push(
-                op.frame_id, {"type": contract.EV_COMPLETED, "body": {"n": n}}
-            )
-            sdk.send_result(op, md, rb)
-    sess.close()
-
-
-async def serve_floor(listen: str) -> None:
-    opts = server_options(parse_address(listen))
-    with listen_native_server(opts) as server:
-        print(server.bound_provider_endpoints["tcp"].uri.split("://", 1)[1], flush=True)
-        stop = asyncio.ensure_future(_until_stdin_closes())
-        while not stop.done():
-            try:
-                sess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
-            except NativeWouldBlockError:
-                continue
-            nodelay.apply_nodelay()
-            threading.Thread(target=_floor_session, args=(sess,), daemon=True).start()
-
-
-async def _until_stdin_closes() -> None:
-    await anyio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
-
-
-# --- clients ---------------------------------------------------------------------------------
-
-
-class NaiveClient:
-    """Public async API: submit_operation + ``await session.next_event()`` per event."""
-
-    def __init__(self, cm: Any, conn: Any, session: Any) -> None:
-        self.cm, self.conn, self.session, self.next_id = cm, conn, session, 0
-
-    @classmethod
-    async def connect(cls, target: str) -> NaiveClient:
-        cm = connect_native_client_connection(client_options(parse_address(target)))
-        conn = cm.__enter__()
-        session = await conn.open_session(
-            NativeClientSessionOptions(profile_id=contract.WIRE_SESSION_PROFILE_ID)
-        )
-        return cls(cm, conn, session)
-
-    async def run(self, env: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        # the clock starts before the submit is built, as in our client: building it is part
-        # of every client's submit (nnrp-py's typed builder alone takes ~70 µs here)
-        t0 = time.perf_counter_ns()
-        self.session.submit_operation(codec.build_submit(self.next_id, self.next_id, env))
-        recv: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            ev = await self.session.next_event(timeout=5.0)
-            if isinstance(ev, NativeRuntimeEvent):
-                mt = ev.header.message_type
-                if mt is MessageType.PARTIAL_RESULT:
-                    recv.append((time.perf_counter_ns(), bytes(ev.tail.body)))
-                elif mt in TERMINALS:
-                    return {"t0": t0, "recv": recv, "end": time.perf_counter_ns()}
-        raise TimeoutError("naive op did not finish")
-
-    async def close(self) -> None:
-        await anyio.to_thread.run_sync(self.session.close)
-        self.cm.__exit__(None, None, None)
-
-
-class FloorClient:
-    """The client half of the floor: a plain thread that submits and polls one event at a
-    time synchronously (notes §5 "fast1"), run off the event loop for each operation."""
-
-    def __init__(self, cm: Any, conn: Any, session: Any) -> None:
-        self.cm, self.conn, self.session, self.next_id = cm, conn, session, 0
-
-    @classmethod
-    async def connect(cls, target: str) -> FloorClient:
-        c = await NaiveClient.connect(target)
-        nodelay.apply_nodelay()
-        return cls(c.cm, c.conn, c.session)
-
-    def _run_sync(self, env: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        t0 = time.perf_counter_ns()  # before the build, as for the other clients
-        self.session.submit_operation(codec.build_submit(self.next_id, self.next_id, env))
-        recv: list[tuple[int, bytes]] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                events = self.session.poll_events_batch(max_events=1, timeout_ms=5)
-            except (NativeWouldBlockError, NativeInvalidStateError):
-                continue
-            for ev in events:
-                if not isinstance(ev, NativeRuntimeEvent):
-                    continue
-                mt = ev.header.message_type
-                if mt is MessageType.PARTIAL_RESULT:
-                    recv.append((time.perf_counter_ns(), bytes(ev.tail.body)))
-                elif mt in TERMINALS:
-                    return {"t0": t0, "recv": recv, "end": time.perf_counter_ns()}
-        raise TimeoutError("floor op did not finish")
-
-    async def run(self, env: dict[str, Any]) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(self._run_sync, env)
-
-    async def close(self) -> None:
-        await anyio.to_thread.run_sync(self.session.close)
-        self.cm.__exit__(None, None, None)
-
-
-class OursClient:
-    def __init__(self, client: NnrpClient) -> None:
-        self.client = client
-
-    @classmethod
-    async def connect(cls, target: str) -> OursClient:
-        return cls(await NnrpClient.connect(target))
-
-    async def run(self, env: dict[str, Any]) -> dict[str, Any]:
-        op = await self.client.submit(env, timeout=60)
-        recv = [(e.received_at_ns, e.raw) async for e in op if e.kind == "partial"]
-        assert op.terminal is not None and op.terminal.delivery == "result_push", op.terminal
-        return {"t0": op.submitted_at_ns, "recv": recv, "end": op.terminal.received_at_ns}
-
-    async def close(self) -> None:
-        await self.client.aclose()
-
-
-# --- measurement -------------------------------------------------------------------------------
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -338,7 +50,7 @@ CLIENTS = {"ours": "OursClient", "naive": "NaiveClient", "floor": "FloorClient"}
 
 
 async def measure(kind: str, target: str, cfg: dict[str, int], server_pid: int) -> dict[str, Any]:
-    cls = globals()[CLIENTS[kind]]
+    cls = getattr(wire_clients, CLIENTS[kind])
     c = await cls.connect(target)
     out: dict[str, Any] = {}
     try:
@@ -426,6 +138,8 @@ _METRICS = (
     ("server_cpu_us_per_event", "us", "server_cpu_us_per_event", "server CPU per streamed event"),
     ("client_cpu_us_per_event", "us", "client_cpu_us_per_event", "client CPU per received event"),
 )
+
+
 #: column -> metric-name prefix in the benchmark-results document
 PREFIXES = {"ours": "wire", "floor": "floor", "naive": "naive"}
 
@@ -513,6 +227,8 @@ _FULL = {
     "burst": 5000,
     "burst8": 2000,
 }
+
+
 CONFIGS = {
     "floor": dict(_FULL),
     "ours": {
@@ -537,6 +253,7 @@ CONFIGS = {
     },
 }
 
+
 ROWS = [
     ("submit→first event p50 (ms)", ("submit_to_first_ms", "p50"), "low"),
     ("submit→first event p95 (ms)", ("submit_to_first_ms", "p95"), "low"),
@@ -552,6 +269,8 @@ ROWS = [
     ("server CPU µs per event (burst)", ("server_cpu_us_per_event", "median"), "low"),
     ("client CPU µs per event (burst)", ("client_cpu_us_per_event", "median"), "low"),
 ]
+
+
 COLUMNS = {
     "naive": "naive nnrp-py",
     "floor": "SDK floor",
