@@ -1,10 +1,11 @@
 """The run core shared by both faces (pytest plugin and ``nnrp-conformance`` CLI).
 
-Owns: the run options and where the artifacts go, turning every bad input (manifest,
-recipes, ``KEY=VALUE`` parameters, an unreachable target) into one :class:`SetupError`
-whose message names the file and field, the long-lived anyio blocking portal that holds
-one client connection per process (pytest items and the CLI are synchronous), building
-and writing the execution plan, and running cases while emitting run events.
+Owns: :meth:`ConformanceCore.prepare`, the one set-up sequence (manifest, recipes, the
+capability document, the plan, written), turning every bad input (manifest, recipes, an
+unreachable target) into one :class:`SetupError` whose message names the file and field,
+the long-lived anyio blocking portal that holds one client connection per process (pytest
+items and the CLI are synchronous), and running cases while emitting run events. The run's
+options are :mod:`.options`'s.
 
 Artifacts: the case results default to ``nnrp-conformance/case-results.json`` under the
 base directory (pytest's invocation directory, or the CLI's working directory); the plan
@@ -19,17 +20,15 @@ import contextlib
 import dataclasses
 import functools
 import json
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from nnrp_conformance import contract, runner
-from nnrp_conformance.artifacts import Artifacts, report_paths, write_json
+from nnrp_conformance.artifacts import Artifacts, write_json
 from nnrp_conformance.events import (
     CaseFinished,
     CaseRecord,
@@ -39,9 +38,18 @@ from nnrp_conformance.events import (
     RunStarted,
 )
 from nnrp_conformance.manifest import ManifestError, load_manifest
+from nnrp_conformance.options import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_RESULTS,
+    DEFAULT_TIMEOUT,
+    RunOptions,
+    SetupError,
+    TargetError,
+    parse_params,
+)
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
-from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -60,88 +68,12 @@ __all__ = [
     "run_plan",
 ]
 
-DEFAULT_TIMEOUT = DEFAULT_CASE_TIMEOUT_S
-DEFAULT_IDLE_TIMEOUT = DEFAULT_IDLE_TIMEOUT_S
-#: after this many operations in a row (cases, and the discovery operation) during which the
-#: endpoint sent no frame at all, the remaining cases fail at once (docs/verdicts.md#bounds)
-UNRESPONSIVE_AFTER = 2
-DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_RESULTS = Path("nnrp-conformance") / "case-results.json"
-
-
-class SetupError(Exception):
-    """A run that cannot start; the message is meant for the user as is (no traceback)."""
-
-
-class TargetError(SetupError):
-    """The target cannot be reached or does not deliver a usable capability document."""
-
-
-def parse_params(items: Sequence[str], *, option: str = "--nnrp-param") -> dict[str, str]:
-    """``["A=1", "B=x=y"]`` -> ``{"A": "1", "B": "x=y"}``; a malformed item is a SetupError."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SetupError(f"{option} expects KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
-
-
 def default_model(capabilities: Mapping[str, Any] | None) -> str | None:
     """The first model the endpoint's capability document lists (fills ``${MODEL_ID}``)."""
     for model in (capabilities or {}).get("models") or ():
         if isinstance(model, Mapping) and isinstance(model.get("id"), str) and model["id"]:
             return str(model["id"])
     return None
-
-
-@dataclass
-class RunOptions:
-    """Everything a run needs; both faces fill it from their own option syntax."""
-
-    target: str | None = None
-    manifest: Path | None = None
-    recipes: tuple[Path, ...] | None = None
-    model: str | None = None
-    params: dict[str, str] = field(default_factory=dict)
-    extensions: tuple[str, ...] = ()
-    level: int | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
-    unresponsive_after: int = UNRESPONSIVE_AFTER
-    #: non-strict findings (recommendations not followed) fail the run
-    strict: bool = False
-    #: the capability document as a file, used when the endpoint has no discovery operation
-    capabilities_file: Path | None = None
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    results: Path | None = None
-    plan: Path | None = None
-    report: Path | None = None
-    base_dir: Path = field(default_factory=Path.cwd)
-
-    def artifacts(self) -> Artifacts:
-        def absolute(p: Path) -> Path:
-            return p if p.is_absolute() else self.base_dir / p
-
-        results = absolute(self.results or DEFAULT_RESULTS)
-        plan = absolute(self.plan) if self.plan else results.parent / "execution-plan.json"
-        md = html = None
-        if self.report is not None:
-            md, html = report_paths(absolute(self.report))
-        return Artifacts(results, plan, results.parent / "evidence", md, html)
-
-    def shown(self, path: Path | str) -> str:
-        """A path as the run's documents name it: relative to the directory the run started
-        in when the two share a directory below the root (so recorded results read the same in
-        any clone, e.g. ``../../manifests/adapter.json``), else as given."""
-        p = Path(path).resolve()
-        base = self.base_dir.resolve()
-        with contextlib.suppress(ValueError):
-            if os.path.commonpath([p, base]) != p.anchor:
-                return Path(os.path.relpath(p, base)).as_posix()
-        return str(path)
 
 
 def _problems_text(exc: Exception) -> str:

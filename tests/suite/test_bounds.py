@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nnrp_conformance.session import UNRESPONSIVE_AFTER
+from nnrp_conformance.options import UNRESPONSIVE_AFTER
 
 pytestmark = pytest.mark.wire
 

@@ -1,0 +1,98 @@
+"""What a run is asked to do, whichever face asked: :class:`RunOptions` (target, manifest,
+recipes, model, parameters, limits, where the artifacts go), their defaults, ``KEY=VALUE``
+parameters, and the two errors every bad input becomes (:class:`SetupError`, and
+:class:`TargetError` for a target that cannot be reached or used)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nnrp_conformance.artifacts import Artifacts, report_paths
+from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
+
+DEFAULT_TIMEOUT = DEFAULT_CASE_TIMEOUT_S
+
+
+DEFAULT_IDLE_TIMEOUT = DEFAULT_IDLE_TIMEOUT_S
+
+
+#: after this many operations in a row (cases, and the discovery operation) during which the
+#: endpoint sent no frame at all, the remaining cases fail at once (docs/verdicts.md#bounds)
+UNRESPONSIVE_AFTER = 2
+
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+DEFAULT_RESULTS = Path("nnrp-conformance") / "case-results.json"
+
+
+class SetupError(Exception):
+    """A run that cannot start; the message is meant for the user as is (no traceback)."""
+
+
+class TargetError(SetupError):
+    """The target cannot be reached or does not deliver a usable capability document."""
+
+
+def parse_params(items: Sequence[str], *, option: str = "--nnrp-param") -> dict[str, str]:
+    """``["A=1", "B=x=y"]`` -> ``{"A": "1", "B": "x=y"}``; a malformed item is a SetupError."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SetupError(f"{option} expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+@dataclass
+class RunOptions:
+    """Everything a run needs; both faces fill it from their own option syntax."""
+
+    target: str | None = None
+    manifest: Path | None = None
+    recipes: tuple[Path, ...] | None = None
+    model: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    extensions: tuple[str, ...] = ()
+    level: int | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    unresponsive_after: int = UNRESPONSIVE_AFTER
+    #: non-strict findings (recommendations not followed) fail the run
+    strict: bool = False
+    #: the capability document as a file, used when the endpoint has no discovery operation
+    capabilities_file: Path | None = None
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    results: Path | None = None
+    plan: Path | None = None
+    report: Path | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+
+    def artifacts(self) -> Artifacts:
+        def absolute(p: Path) -> Path:
+            return p if p.is_absolute() else self.base_dir / p
+
+        results = absolute(self.results or DEFAULT_RESULTS)
+        plan = absolute(self.plan) if self.plan else results.parent / "execution-plan.json"
+        md = html = None
+        if self.report is not None:
+            md, html = report_paths(absolute(self.report))
+        return Artifacts(results, plan, results.parent / "evidence", md, html)
+
+    def shown(self, path: Path | str) -> str:
+        """A path as the run's documents name it: relative to the directory the run started
+        in when the two share a directory below the root (so recorded results read the same in
+        any clone, e.g. ``../../manifests/adapter.json``), else as given."""
+        p = Path(path).resolve()
+        base = self.base_dir.resolve()
+        with contextlib.suppress(ValueError):
+            if os.path.commonpath([p, base]) != p.anchor:
+                return Path(os.path.relpath(p, base)).as_posix()
+        return str(path)
