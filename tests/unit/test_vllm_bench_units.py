@@ -359,7 +359,7 @@ def test_documents_are_schema_valid_and_carry_the_gate_metrics() -> None:
                                    terminal_ns=3_000_000, cancel_sent_ns=1_000_000)
     plan = bench.Plan(repeats=1, stream_requests=2, cancel_requests=1)
     for lag in (None, [], [0.2, 0.3]):
-        stream_doc, cancel_doc = bench._documents(
+        stream_doc, cancel_doc = bench.documents(
             [5.0, 6.0], [1.0, 2.0], [{"ttft_p50": 5.5, "inter_p50": 1.5}], 0, [cancelled],
             [2.0], plan, "0.22.1", {"load_average_start": "1.00 1.00 1.00"}, lag)
         names = {m["name"] for m in stream_doc["metrics"]}
@@ -373,7 +373,7 @@ def test_documents_are_schema_valid_and_carry_the_gate_metrics() -> None:
         assert cancel_doc["parameters"]["cancel_verdict"] == "pass"
     ignored = bench.StreamSample(0, [1], outcome=contract.TERMINAL_SUCCESS,
                                  terminal_ns=9_000_000, cancel_sent_ns=1_000_000, after_cancel=300)
-    _, cancel_doc = bench._documents(
+    _, cancel_doc = bench.documents(
         [5.0], [1.0], [{"ttft_p50": 5.0, "inter_p50": 1.0}], 0, [cancelled, ignored],
         [2.0], plan, "0.22.1", {})
     assert cancel_doc["parameters"]["cancel_not_effective"] == 1
@@ -394,7 +394,7 @@ def test_cancels_under_load_are_reported_apart_and_judged_with_the_rest() -> Non
                                  terminal_ns=9_000_000, cancel_sent_ns=1_000_000, after_cancel=7)
     for loaded, verdict in (([cancelled(4.0, 1), cancelled(6.0, 2)], "pass"),
                             ([cancelled(4.0, 1), ignored], "fail")):
-        _, doc = bench._documents(
+        _, doc = bench.documents(
             [5.0], [1.0], [{"ttft_p50": 5.0, "inter_p50": 1.0}], 0, [cancelled(2.0)], [2.0],
             plan, "0.22.1", {}, None, loaded, [5.0])
         assert validation.validate("benchmark-results", doc) == []

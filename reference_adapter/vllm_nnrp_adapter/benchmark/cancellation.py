@@ -25,7 +25,7 @@ from .streams import (
 )
 
 if TYPE_CHECKING:
-    from .vllm import Plan
+    from .vllm_plan import Plan
 
 
 def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:
