@@ -1,0 +1,127 @@
+"""The pytest face's options: every ``--nnrp-*`` option (each also an ini key) and how they
+become one :class:`~nnrp_conformance.options.RunOptions`, with a usage error that names the
+option for a bad value. ``pytest_addoption`` is registered through :mod:`.plugin`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance.session import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    RunOptions,
+    SetupError,
+    parse_params,
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("nnrp", "NNRP openai-compatible/1 conformance")
+
+    def add(flag: str, ini: str, help_: str, *, ini_type: str | None = None, **kw: Any) -> None:
+        group.addoption(flag, dest=ini, default=None, help=f"{help_} (ini: {ini})", **kw)
+        if ini_type is None:
+            parser.addini(ini, help_)
+        else:
+            parser.addini(ini, help_, type=ini_type)  # type: ignore[arg-type]
+
+    add("--nnrp-target", "nnrp_target",
+        "NNRP endpoint to test: HOST:PORT or a scheme URL (nnrp://, tcp://, …)", metavar="TARGET")
+    add("--manifest", "nnrp_manifest",
+        "adapter capability manifest (JSON/YAML); required with a target", metavar="PATH")
+    add("--recipes", "nnrp_recipes",
+        "recipe files or directories (repeatable; default: the bundled recipes)",
+        ini_type="paths", action="append", metavar="PATH")
+    add("--nnrp-model", "nnrp_model",
+        "model id for ${MODEL_ID} (default: the first model of the capability document)",
+        metavar="ID")
+    add("--nnrp-param", "nnrp_params", "recipe parameter KEY=VALUE or RECIPE_ID:KEY=VALUE "
+        "(repeatable)", ini_type="linelist", action="append", metavar="KEY=VALUE")
+    add("--nnrp-extension", "nnrp_extensions",
+        "select the recipes of a critical extension (repeatable)", ini_type="args",
+        action="append", metavar="NAME")
+    add("--nnrp-level", "nnrp_level", "compatibility level to test (default: the highest the "
+        "manifest claims)", metavar="N")
+    add("--nnrp-timeout", "nnrp_timeout",
+        f"per-case timeout in seconds (default {DEFAULT_TIMEOUT:g})", metavar="SECONDS")
+    add("--nnrp-idle-timeout", "nnrp_idle_timeout", "end a case when the endpoint sends no "
+        f"frame for this many seconds (default {DEFAULT_IDLE_TIMEOUT:g})", metavar="SECONDS")
+    add("--nnrp-strict", "nnrp_strict", "fail on non-strict findings too (recommendations not "
+        "followed)", ini_type="bool", action="store_true")
+    add("--nnrp-capabilities", "nnrp_capabilities", "the capability document as a file, used "
+        "when the endpoint has no discovery operation", metavar="FILE")
+    add("--nnrp-results", "nnrp_results", "case results JSON (default "
+        "nnrp-conformance/case-results.json)", metavar="PATH")
+    add("--nnrp-report", "nnrp_report", "write PATH.md and PATH.html (or the .md/.html pair "
+        "named by PATH)", metavar="PATH")
+    add("--nnrp-plan", "nnrp_plan", "execution plan JSON (default: execution-plan.json beside "
+        "the case results)", metavar="PATH")
+
+
+def _value(config: pytest.Config, name: str) -> Any:
+    cli = config.getoption(name)
+    if cli is not None:
+        return cli
+    ini = config.getini(name)
+    return ini if ini not in ("", [], None) else None
+
+
+def _float(text: Any, option: str) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{option} expects a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise pytest.UsageError(f"{option} must be positive, got {text!r}")
+    return value
+
+
+def _options(config: pytest.Config) -> RunOptions | None:
+    target = _value(config, "nnrp_target")
+    if not target:
+        return None
+    manifest = _value(config, "nnrp_manifest")
+    if not manifest:
+        raise pytest.UsageError(
+            "--manifest is required with --nnrp-target: give the adapter capability manifest "
+            "(--manifest PATH or the nnrp_manifest ini key)")
+    base = Path(config.invocation_params.dir)
+    recipes = _value(config, "nnrp_recipes")
+    level = _value(config, "nnrp_level")
+    if level is not None:
+        try:
+            level = int(level)
+        except ValueError:
+            raise pytest.UsageError(f"--nnrp-level expects an integer, got {level!r}") from None
+    timeout = _value(config, "nnrp_timeout")
+    idle = _value(config, "nnrp_idle_timeout")
+    try:
+        params = parse_params(_value(config, "nnrp_params") or [])
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+    def path(name: str) -> Path | None:
+        v = _value(config, name)
+        return None if v is None else base / Path(v)
+
+    return RunOptions(
+        target=str(target),
+        manifest=base / Path(manifest),
+        recipes=tuple(base / Path(p) for p in recipes) if recipes else None,
+        model=_value(config, "nnrp_model"),
+        params=params,
+        extensions=tuple(_value(config, "nnrp_extensions") or ()),
+        level=level,
+        timeout=DEFAULT_TIMEOUT if timeout is None else _float(timeout, "--nnrp-timeout"),
+        idle_timeout=DEFAULT_IDLE_TIMEOUT if idle is None
+        else _float(idle, "--nnrp-idle-timeout"),
+        strict=bool(_value(config, "nnrp_strict")),
+        capabilities_file=path("nnrp_capabilities"),
+        results=path("nnrp_results"),
+        plan=path("nnrp_plan"),
+        report=path("nnrp_report"),
+        base_dir=base,
+    )
