@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,6 +30,43 @@ if TYPE_CHECKING:
 log = logging.getLogger("vllm_nnrp_adapter.nnrp_server")
 
 
+@dataclass(frozen=True, slots=True)
+class _Hints:
+    """The envelope's ``nnrp`` member as the binding acts on it (invalid values ignored: the
+    handler's envelope check reports them)."""
+
+    timeout_ms: int | None
+    cancel_after: int | None
+    want_diagnostics: bool
+
+    @classmethod
+    def of(cls, envelope: dict[str, Any]) -> _Hints:
+        nnrp = envelope.get("nnrp") if isinstance(envelope.get("nnrp"), dict) else {}
+        timeout_ms = nnrp.get("timeout_ms")
+        cancel_after = nnrp.get("cancel_after_events")
+        return cls(
+            timeout_ms if _positive_int(timeout_ms, 1) else None,
+            # 0 is not a valid hint: the envelope check rejects it
+            cancel_after if _positive_int(cancel_after, 1) else None,
+            nnrp.get("diagnostics") is True,
+        )
+
+
+def _positive_int(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+@dataclass(slots=True)
+class _Streamed:
+    """How the handler's stream ended."""
+
+    emitted: int = 0
+    terminal: dict[str, Any] | None = None
+    failure: BaseException | None = None
+    hint_hit: bool = False
+    timed_out: bool = False
+
+
 class _OperationRunner:
     """The per-operation half of :class:`NnrpServer` (a mixin: it reads the server's
     settings, ``stats``, ``handler`` and ``_tasks``)."""
@@ -40,7 +78,33 @@ class _OperationRunner:
         task.add_done_callback(self._tasks.discard)
 
     async def _run_op(self, sess: _SessionPump, op: _Op) -> None:
+        """One operation, start to its one terminal: admit, stream the handler, conclude."""
         self.stats["operations"] += 1
+        envelope = self._admit(sess, op)
+        if envelope is None:
+            return
+        hints = _Hints.of(envelope)
+        ctx = OperationContext(
+            envelope,
+            op.operation_id,
+            op.frame_id,
+            sess.session_id,
+            sess.connection_id,
+            sess.transport,
+            op.submitted_at_ns,
+            hints.timeout_ms,
+        )
+        op.ctx = ctx
+        if hints.timeout_ms is not None:
+            op.deadline_ns = op.submitted_at_ns + hints.timeout_ms * 1_000_000
+        streamed = await self._stream(sess, op, ctx, hints)
+        if op.cancel_info is not None:
+            return  # _on_cancelled owns the terminal
+        await self._conclude(sess, op, ctx, hints, streamed)
+
+    def _admit(self, sess: _SessionPump, op: _Op) -> dict[str, Any] | None:
+        """The submit's envelope, or None when the operation was refused (and so ended): a
+        frame that breaks the wire mapping, one that cannot be decoded, one too many."""
         try:
             envelope = self._decode(sess, op)
         except WireViolation as exc:
@@ -53,7 +117,7 @@ class _OperationRunner:
             self._finish(
                 sess, op, self._error(code, f"wire mapping violated ({exc.rule}): {exc.detail}")
             )
-            return
+            return None
         except Exception as exc:  # the operation must still end exactly once
             log.exception("op %s: submit could not be decoded", op.operation_id)
             self._finish(
@@ -61,7 +125,7 @@ class _OperationRunner:
                 op,
                 self._error(contract.ERR_INTERNAL, f"submit could not be decoded: {exc!r}"),
             )
-            return
+            return None
         if len(sess.ops) > self.max_in_flight:
             self._finish(
                 sess,
@@ -71,41 +135,15 @@ class _OperationRunner:
                     (f"more than {self.max_in_flight} operations in flight on this connection"),
                 ),
             )
-            return
-        nnrp = envelope.get("nnrp") if isinstance(envelope.get("nnrp"), dict) else {}
-        timeout_ms = nnrp.get("timeout_ms")
-        timeout_ms = (
-            timeout_ms
-            if isinstance(timeout_ms, int) and not isinstance(timeout_ms, bool) and timeout_ms > 0
-            else None
-        )
-        cancel_after = nnrp.get("cancel_after_events")
-        cancel_after = (
-            cancel_after
-            if isinstance(cancel_after, int)
-            and not isinstance(cancel_after, bool)
-            and cancel_after >= 1  # 0 is not a valid hint: the envelope check rejects it
-            else None
-        )
-        ctx = OperationContext(
-            envelope,
-            op.operation_id,
-            op.frame_id,
-            sess.session_id,
-            sess.connection_id,
-            sess.transport,
-            op.submitted_at_ns,
-            timeout_ms,
-        )
-        op.ctx = ctx
-        if timeout_ms is not None:
-            op.deadline_ns = op.submitted_at_ns + timeout_ms * 1_000_000
-        want_diag = nnrp.get("diagnostics") is True
-        emitted = 0
-        terminal: dict[str, Any] | None = None
-        failure: BaseException | None = None
-        timed_out = False
-        hint_hit = False
+            return None
+        return envelope
+
+    async def _stream(
+        self, sess: _SessionPump, op: _Op, ctx: OperationContext, hints: _Hints
+    ) -> _Streamed:
+        """Run the handler, queueing each event for the pump (bounded queue: the flow
+        control), until it ends, yields a terminal, fails, or a stop, deadline or hint."""
+        out = _Streamed()
         agen = self.handler(ctx)
         tscope: anyio.CancelScope | None = None
         try:
@@ -113,24 +151,24 @@ class _OperationRunner:
                 op.scope = scope
                 with anyio.move_on_after(
                     None
-                    if timeout_ms is None
+                    if hints.timeout_ms is None or op.deadline_ns is None
                     else max(0.0, (op.deadline_ns - time.perf_counter_ns()) / 1e9)
                 ) as tscope:
                     async for event in agen:
                         if op.stop_reason is not None:
                             break
                         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-                            failure = TypeError(
+                            out.failure = TypeError(
                                 f"handler yielded {type(event).__name__}, not an event object"
                             )
                             break
                         if event["type"] in contract.TERMINAL_EVENT_TYPES:
-                            terminal = event
+                            out.terminal = event
                             break
                         try:
                             body = codec.encode_event(event)
                         except (TypeError, ValueError) as exc:
-                            failure = exc
+                            out.failure = exc
                             break
                         while len(op.out) >= op.queue_size and op.stop_reason is None:
                             op.space_waiter = asyncio.get_running_loop().create_future()
@@ -140,25 +178,31 @@ class _OperationRunner:
                             break
                         sess.enqueue(op, body)
                         op.enqueued += 1
-                        emitted += 1
-                        if cancel_after is not None and emitted >= cancel_after:
-                            hint_hit = True  # queued events still go out, then the terminal
+                        out.emitted += 1
+                        if hints.cancel_after is not None and out.emitted >= hints.cancel_after:
+                            out.hint_hit = True  # queued events still go out, then the terminal
                             break
         except Exception as exc:
-            failure = exc
+            out.failure = exc
         finally:
             op.scope = None
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await agen.aclose()
         # Judged after both scopes: when the pump sees the deadline first it cancels the
         # outer scope, and a check inside it would be skipped by that very cancellation.
-        timed_out = (
+        out.timed_out = (
             tscope is not None and tscope.cancelled_caught
         ) or op.stop_reason == contract.CANCEL_SOURCE_TIMEOUT
-        if op.cancel_info is not None:
-            return  # _on_cancelled owns the terminal
-        diag = self._diagnostics(sess, op, ctx) if want_diag else None
-        if timed_out:
+        return out
+
+    async def _conclude(
+        self, sess: _SessionPump, op: _Op, ctx: OperationContext, hints: _Hints,
+        streamed: _Streamed,
+    ) -> None:
+        """The one terminal of an operation nobody cancelled: the deadline's error, the
+        hint's cancelled, the handler's failure, its terminal, or the empty success."""
+        diag = self._diagnostics(sess, op, ctx) if hints.want_diagnostics else None
+        if streamed.timed_out:
             self.stats["timeouts"] += 1
             op.stop_reason = contract.CANCEL_SOURCE_TIMEOUT
             d = await self._stop_by_policy(
@@ -166,25 +210,26 @@ class _OperationRunner:
                 op,
                 ctx,
                 contract.CANCEL_SOURCE_TIMEOUT,
-                f"nnrp.timeout_ms={timeout_ms} expired",
+                f"nnrp.timeout_ms={hints.timeout_ms} expired",
             )
             self._finish(
                 sess,
                 op,
                 self._error(
                     contract.ERR_TIMEOUT,
-                    (f"operation exceeded nnrp.timeout_ms={timeout_ms} after {op.sent} events"),
+                    (f"operation exceeded nnrp.timeout_ms={hints.timeout_ms} after "
+                     f"{op.sent} events"),
                     d,
                 ),
             )
             return
-        if hint_hit:
+        if streamed.hint_hit:
             d = await self._stop_by_policy(
                 sess,
                 op,
                 ctx,
                 contract.CANCEL_SOURCE_HINT,
-                f"nnrp.cancel_after_events={cancel_after}",
+                f"nnrp.cancel_after_events={hints.cancel_after}",
             )
             self._finish(
                 sess,
@@ -195,11 +240,13 @@ class _OperationRunner:
                 ),
             )
             return
+        failure = streamed.failure
         if failure is not None:
             msg = f"handler failed: {type(failure).__name__}: {failure}"
             log.warning("op %s: %s", op.operation_id, msg)
             self._finish(sess, op, self._error(contract.ERR_INTERNAL, msg, diag))
             return
+        terminal = streamed.terminal
         if terminal is None:
             self._finish(sess, op, _Terminal("push", None))  # the empty success terminal
             return
