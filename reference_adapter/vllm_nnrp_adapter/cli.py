@@ -20,6 +20,7 @@ from typing import Any
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM, __version__
 from .benchmark import main as bench_main
 from .conformance import main as conformance_main
+from .logs import ADAPTER_LOGGER
 from .release import main as release_main
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags
@@ -49,10 +50,11 @@ def cmd_serve(argv: Sequence[str]) -> int:
     if vllm_argv and not vllm_argv[0].startswith("-"):
         # `vllm serve MODEL ...` takes the model as a positional; vLLM's parser wants --model.
         vllm_argv = ["--model", vllm_argv[0], *vllm_argv[1:]]
-    level = opts.log_level or os.environ.get("VLLM_NNRP_LOG_LEVEL", "INFO")
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    level = (opts.log_level or os.environ.get("VLLM_NNRP_LOG_LEVEL", "INFO")).upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the root logger's handler drops INFO once vLLM is imported: our lines get their own
+    # route at this level (logs.py; serving joins vLLM's handlers when the engine is up)
+    logging.getLogger(ADAPTER_LOGGER).setLevel(level)
     config = config_from_flags(opts, vllm_argv)
     return run_serve(config)
 

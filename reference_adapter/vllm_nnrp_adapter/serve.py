@@ -31,6 +31,7 @@ import anyio
 from nnrp_conformance import contract
 
 from .adapter import VllmNnrpAdapter
+from .logs import route_logs
 from .nnrp_server import NnrpServer
 from .observability import Recorder, start_metrics_server
 from .profile import load_manifest_document
@@ -50,6 +51,8 @@ async def nnrp_serving(
     written to ``config.ready_file``). On exit the NNRP server closes (in-flight operations
     end with ``TRANSPORT_CLOSED``, their vLLM requests aborted) and the metrics server stops.
     """
+    # vLLM is loaded and has configured its logging by now: ours joins its handlers
+    route_logs()
     if manifest is None:
         manifest = load_manifest_document(config.manifest_path)
     recorder = Recorder()

@@ -47,6 +47,7 @@ import os
 import sys
 from typing import Any
 
+from .logs import route_logs
 from .settings import (
     ENV_LISTEN,
     ENV_LOG_LEVEL,
@@ -157,24 +158,8 @@ def _checked_config() -> Any:
 
 
 def _route_logs() -> None:
-    """Our log lines go where vLLM's go (its handlers on the ``vllm`` logger), once."""
-    ours = logging.getLogger("vllm_nnrp_adapter")
-    level = os.environ.get(ENV_LOG_LEVEL, "").strip().upper() or "INFO"
-    ours.setLevel(level if level in logging.getLevelNamesMapping() else "INFO")
-    if ours.handlers:
-        return
-    vllm_handlers = logging.getLogger("vllm").handlers
-    if vllm_handlers:
-        for handler in vllm_handlers:
-            ours.addHandler(handler)
-        ours.propagate = False
-    elif not logging.getLogger().handlers:
-        # vLLM's logging configuration is off (VLLM_CONFIGURE_LOGGING=0) and nobody else
-        # configured logging: without a handler INFO lines would vanish.
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s %(name)s: %(message)s"))
-        ours.addHandler(handler)
-        ours.propagate = False
+    """Our log lines go where vLLM's go, at ``NNRP_PLUGIN_LOG_LEVEL`` (default INFO)."""
+    route_logs(os.environ.get(ENV_LOG_LEVEL, "").strip() or "INFO")
 
 
 # ----------------------------------------------------------------------- the middleware

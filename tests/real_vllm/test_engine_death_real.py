@@ -96,3 +96,6 @@ async def test_engine_killed_mid_stream(vllm_env, tmp_path) -> None:  # type: ig
     assert max(ended) <= DEATH_BOUND_S
     assert code == EXIT_ENGINE_DIED, log[-3000:]
     assert "the vLLM engine died" in log
+    # the explicit path's INFO line the operator guide promises (once lost: root's handler
+    # drops INFO after vLLM is imported)
+    assert "vllm-nnrp serving: {" in log, log[:3000]
