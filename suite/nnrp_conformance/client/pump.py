@@ -8,9 +8,6 @@ operation's async iterator; a flood is capped per operation and every wait is bo
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
-import threading
 import time
 from typing import Any
 
@@ -27,7 +24,7 @@ from nnrp_conformance.wire.pump import (
 )
 
 from .frames import _CANCEL_CONFIRM_LIMIT_NS, _HOLD_MAX_NS, _FrameRouter
-from .operation import _BULK_GAP_NS, _BULK_MAX, Operation, Terminal
+from .operation import _BULK_GAP_NS, _BULK_MAX, Terminal
 
 _IDLE_WAIT_S = 0.05
 
@@ -35,26 +32,7 @@ _IDLE_WAIT_S = 0.05
 class _ClientPump(_FrameRouter):
     """The pump-thread half of :class:`NnrpClient` (a mixin over the client's state)."""
 
-    # the client's state the pump reads and writes (NnrpClient.__init__ sets it up)
-    _session: Any
-    _ops: dict[int, Operation]
-    _by_op_id: dict[int, Operation]
-    _unconfirmed_cancels: dict[int, int]
-    _finished: collections.OrderedDict[int, Operation]
-    _held: dict[Operation, int]
-    _bulk: Operation | None
-    _commands: collections.deque[tuple[str, Any, concurrent.futures.Future[Any]]]
-    _wake: threading.Event
-    _native_lock: threading.Lock
-    _broken: str | None
-    cancel_grace: float
-    stale_errors: int
-    frames_received: int
-    last_frame: tuple[str, int] | None
-    bulk_polls: int
-
-    def _finish(self, op: Operation, terminal: Terminal) -> None:
-        raise NotImplementedError  # the client's: it runs on the loop side too
+    # the client state it shares, and the _finish stub, are declared on _FrameRouter
 
     # --- pump thread ---------------------------------------------------------------------------
     def _pump(self) -> None:
