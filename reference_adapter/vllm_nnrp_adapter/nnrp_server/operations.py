@@ -60,7 +60,6 @@ def _positive_int(value: Any, least: int) -> bool:
 class _Streamed:
     """How the handler's stream ended."""
 
-    emitted: int = 0
     terminal: dict[str, Any] | None = None
     failure: BaseException | None = None
     hint_hit: bool = False
@@ -144,6 +143,9 @@ class _OperationRunner:
         """Run the handler, queueing each event for the pump (bounded queue: the flow
         control), until it ends, yields a terminal, fails, or a stop, deadline or hint."""
         out = _Streamed()
+        # locals on the per-event path: no attribute lookup per event
+        emitted = 0
+        cancel_after = hints.cancel_after
         agen = self.handler(ctx)
         tscope: anyio.CancelScope | None = None
         try:
@@ -178,8 +180,8 @@ class _OperationRunner:
                             break
                         sess.enqueue(op, body)
                         op.enqueued += 1
-                        out.emitted += 1
-                        if hints.cancel_after is not None and out.emitted >= hints.cancel_after:
+                        emitted += 1
+                        if cancel_after is not None and emitted >= cancel_after:
                             out.hint_hit = True  # queued events still go out, then the terminal
                             break
         except Exception as exc:
