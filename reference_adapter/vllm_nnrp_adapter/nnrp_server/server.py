@@ -185,7 +185,21 @@ class NnrpServer(_OperationRunner):
                     log.info("accept: %s", status_text(exc))
                     time.sleep(0.01)
                     continue
-                self._accepted(native)
+                except Exception:
+                    # Any other error (a handshake torn down half-way raises outside nnrp-py's
+                    # NativeRuntimeError family) must not end this thread: the kernel goes on
+                    # completing TCP connects, so every later client would see its session
+                    # open go unanswered while the adapter looked alive.
+                    if self._stopping.is_set():
+                        return
+                    log.exception("accept failed; accepting goes on")
+                    time.sleep(0.01)
+                    continue
+                try:
+                    self._accepted(native)
+                except Exception:
+                    log.exception("setting up an accepted session failed; closing it")
+                    self._discard_accepted(native)
         finally:
             if blocking is not None:
                 sdk.release_accept_tickets(server)
@@ -197,6 +211,20 @@ class NnrpServer(_OperationRunner):
         self.sessions[sess.connection_id] = sess
         self.stats["sessions"] += 1
         sess.thread.start()
+
+    def _discard_accepted(self, native: Any) -> None:
+        """Let go of a session whose set-up failed; its client sees the session close."""
+        for sess in [s for s in self.sessions.values() if s.native is native]:
+            self.sessions.pop(sess.connection_id, None)
+
+        def close() -> None:
+            # off this thread: a native close can wait for the peer, and accepting must go on
+            with contextlib.suppress(Exception):
+                native.close()
+            if self._native_server is not None:
+                sdk.forget_closed_session(self._native_server, native)
+
+        threading.Thread(target=close, name="nnrp-discard", daemon=True).start()
 
     def _busy_changed(self, delta: int) -> None:
         with self._busy_lock:
