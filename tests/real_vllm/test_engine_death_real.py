@@ -15,6 +15,7 @@ import time
 
 import anyio
 import pytest
+from long_context import MAX_TOKENS, long_context_model, long_engine_args
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
@@ -31,31 +32,22 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def chat(max_tokens: int = 400) -> dict:
+def chat() -> dict:
     return {
         "schema_version": contract.SCHEMA_VERSION,
         "operation": contract.OP_CHAT_COMPLETIONS_CREATE,
         "body": {"messages": [{"role": "user", "content": "Count from one to one hundred."}],
-                 "max_tokens": max_tokens, "stream": True, "temperature": 0, "ignore_eos": True},
+                 "max_tokens": MAX_TOKENS, "stream": True, "temperature": 0, "ignore_eos": True},
     }
 
 
-def generated_in_full(op: object, term: object, max_tokens: int = 400) -> bool:
-    """A success whose answer the engine had generated in full: all ``max_tokens`` tokens
-    (``ignore_eos``) counted by the stream's usage event. The engine cannot make a token after
-    its death, so such an answer was finished before the kill and only still on its way
-    through vLLM's front end and the adapter (a loaded machine lets the engine run ahead of
-    both): the test lost the race, and delivering that answer is right. A success with fewer
-    tokens would be an answer the adapter cut short and passed off as whole; it fails below."""
-    if getattr(term, "outcome", None) != contract.TERMINAL_SUCCESS:
-        return False
-    usage = [e["usage"] for e in getattr(op, "events", ())
-             if e and e.get("type") == contract.EV_USAGE]
-    return bool(usage) and usage[-1].get("output_tokens") == max_tokens
-
-
-async def test_engine_killed_mid_stream(vllm_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "adapter.log") as adapter:
+async def test_engine_killed_mid_stream(vllm_env, tmp_path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    # Answers the engine cannot finish inside the test (``long_context``): with 400 tokens a
+    # loaded CI machine let the engine generate all three before the kill, while the client
+    # had seen three events of each, and nothing was in flight to judge.
+    model = long_context_model(vllm_env, tmp_path_factory.getbasetemp())
+    with AdapterProcess(vllm_env["python"], model, long_engine_args(),
+                        log_path=tmp_path / "adapter.log") as adapter:
         proc = adapter._proc
         assert proc is not None
         async with await NnrpClient.connect(adapter.address) as client:
@@ -66,12 +58,8 @@ async def test_engine_killed_mid_stream(vllm_env, tmp_path) -> None:  # type: ig
             t0 = time.monotonic()
             os.kill(adapter.engine_core_pid(), signal.SIGKILL)
             ended = []
-            lost = 0
             for op in ops:
                 term = await op.result()
-                if generated_in_full(op, term):
-                    lost += 1
-                    continue
                 ended.append(time.monotonic() - t0)
                 assert term.event is not None and term.event["type"] == contract.EV_ERROR, term
                 assert term.event["error"]["code"] == contract.ERR_BACKEND_ERROR, term.event
@@ -91,8 +79,7 @@ async def test_engine_killed_mid_stream(vllm_env, tmp_path) -> None:  # type: ig
     log = (tmp_path / "adapter.log").read_text(errors="replace")
     print(f"\nengine death on vLLM {vllm_env['version']}: in-flight ends after "
           f"{', '.join(f'{s:.2f}' for s in ended)} s; adapter exit {code} after {exited:.2f} s; "
-          f"late submit: {refused[:120]}; answers generated in full before the kill: {lost}")
-    assert ended, "every answer was generated in full before the kill: nothing was in flight"
+          f"late submit: {refused[:120]}")
     assert max(ended) <= DEATH_BOUND_S
     assert code == EXIT_ENGINE_DIED, log[-3000:]
     assert "the vLLM engine died" in log

@@ -1,0 +1,29 @@
+"""A tiny model whose generations cannot end inside a test's window.
+
+Built with a long context and asked for ``MAX_TOKENS`` with ``ignore_eos``, a generation runs
+for many seconds on the CI machine class, so only an abort, a cancel or the engine's death can
+end it. Tests of those causes use it; with a short answer (400 tokens) a loaded machine let
+the engine finish every answer before the cause was applied, and the test had nothing to judge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, tiny_model
+
+LONG_CONTEXT = 32768
+MAX_TOKENS = 30000
+
+
+def long_engine_args() -> list[str]:
+    """The embedded default's engine flags with the long context."""
+    args = list(EMBEDDED_ENGINE_ARGS)
+    args[args.index("--max-model-len") + 1] = str(LONG_CONTEXT)
+    return args
+
+
+def long_context_model(vllm_env: dict, base: Path) -> Path:
+    """The tiny model with ``LONG_CONTEXT`` positions, built once per vLLM line under ``base``."""
+    return tiny_model(vllm_env["python"], base / f"tiny-long-{vllm_env['version']}",
+                      max_position_embeddings=LONG_CONTEXT)
