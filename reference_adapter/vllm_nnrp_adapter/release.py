@@ -178,6 +178,8 @@ def main(argv: Sequence[str]) -> int:
             "gate",
             "--evidence",
             str(out),
+            "--out",
+            str(out),
             "--readme",
             str(REPO_ROOT / "README.md"),
         ]

@@ -475,13 +475,39 @@ def test_cli_names_each_failing_condition(tree: dict[str, Path],
     readme_missing_extra(tree)
     no_smoke_lower(tree)
     code = cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
-                     "--recipes", str(tree["recipes"])])
+                     "--recipes", str(tree["recipes"]), "--out", str(tree["evidence"])])
     out = capsys.readouterr().out
     assert code == 1
     assert contract.GATE_README_DOCUMENTS in out and contract.GATE_VLLM_SMOKE in out
     report = _load(tree["evidence"] / REPORT_JSON)
     assert [g["name"] for g in report["gates"] if not g["passed"]] == [
         contract.GATE_VLLM_SMOKE, contract.GATE_README_DOCUMENTS]
+
+
+def test_cli_checks_without_writing_unless_asked(tree: dict[str, Path],
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Checking tracked evidence never rewrites it: no --out, no file written anywhere."""
+    before = {p: p.stat().st_mtime_ns for p in tree["root"].rglob("*")}
+    code = cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
+                     "--recipes", str(tree["recipes"])])
+    assert code == 0
+    assert {p: p.stat().st_mtime_ns for p in tree["root"].rglob("*")} == before
+    assert "reports not written (--out DIR writes them)" in capsys.readouterr().out
+
+
+def test_cli_finds_the_evidence_in_its_conventional_place(
+        tree: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    conventional = tree["root"] / "reports" / "evidence"
+    conventional.parent.mkdir()
+    shutil.copytree(tree["evidence"], conventional)
+    monkeypatch.chdir(tree["root"])
+    assert cli_main(["gate", "--readme", str(tree["readme"]), "--recipes", str(tree["recipes"])]) == 0
+    assert "release gate passed" in capsys.readouterr().out
+    shutil.rmtree(conventional)
+    assert cli_main(["gate", "--readme", str(tree["readme"])]) == 2
+    err = capsys.readouterr().err
+    assert "reports/evidence: evidence directory does not exist (the default" in err, err
 
 
 def test_cli_missing_evidence_dir_is_a_usage_error(tmp_path: Path,
@@ -600,8 +626,10 @@ def test_missed_performance_target_is_shown_not_gating(tree: dict[str, Path]) ->
 
 
 def _gate_cli(tree: dict[str, Path], evidence: Path | str, *extra: str) -> int:
+    """The gate on ``evidence``, writing its reports there unless ``extra`` says ``--out``."""
+    out = [] if "--out" in extra else ["--out", str(evidence)]
     return cli_main(["gate", "--evidence", str(evidence), "--readme", str(tree["readme"]),
-                     "--recipes", str(tree["recipes"]), *extra])
+                     "--recipes", str(tree["recipes"]), *out, *extra])
 
 
 def _add_run_files(tree: dict[str, Path]) -> None:
@@ -662,7 +690,7 @@ def test_gate_reads_a_clone_from_any_working_directory(
     (clone / "cwd").mkdir()
     monkeypatch.chdir(clone / "cwd")
     code = cli_main(["gate", "--evidence", "../evidence", "--readme", "../README.md",
-                     "--recipes", "../recipes"])
+                     "--recipes", "../recipes", "--out", "../evidence"])
     assert code == 0
     second = _load(clone / "evidence" / REPORT_JSON)
     for doc in (first, second):

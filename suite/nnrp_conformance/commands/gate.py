@@ -1,8 +1,9 @@
 """``nnrp-conformance gate``: judge the recorded release evidence (see ``nnrp_conformance.gate``).
 
-Prints the five conditions (rich), writes the release-gate report JSON, Markdown and HTML,
-and exits 0 only when all five hold; 1 names each failing condition and why; 2 is an
-unusable input (evidence directory, requirement).
+Prints the five conditions (rich) and exits 0 only when all five hold; 1 names each failing
+condition and why; 2 is an unusable input (evidence directory, requirement). It only checks:
+the release-gate report (JSON, Markdown, HTML) is written when ``--out DIR`` asks for it, so
+checking recorded evidence never rewrites the tracked files it was asked to check.
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ from nnrp_conformance.gate import (
     resolve_policy,
     run_gate,
 )
-from nnrp_conformance.gate.evidence import POLICY_FILE
+from nnrp_conformance.gate.evidence import DEFAULT_EVIDENCE_DIR, POLICY_FILE
 from nnrp_conformance.reports.gate_files import write_reports
 from nnrp_conformance.validation import SchemaViolationError
 
 NAME = "gate"
-HELP = "check the release gate on recorded evidence and write the release-gate report"
+HELP = "check the release gate on recorded evidence (--out DIR writes the release-gate report)"
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = contract.EXIT_OK, contract.EXIT_FAILED, contract.EXIT_USAGE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--evidence", required=True, type=Path, metavar="DIR",
-                        help="the recorded evidence directory (layout: see `pydoc "
+    parser.add_argument("--evidence", type=Path, default=DEFAULT_EVIDENCE_DIR, metavar="DIR",
+                        help="the recorded evidence directory (default "
+                             f"./{DEFAULT_EVIDENCE_DIR}; layout: see `pydoc "
                              "nnrp_conformance.gate`)")
     parser.add_argument("--readme", type=Path, default=Path("README.md"), metavar="FILE",
                         help="the README to check (default ./README.md)")
@@ -44,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipes", type=Path, default=None, metavar="PATH",
                         help="recipe file or directory (default: the bundled recipes)")
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="where the reports go (default: the evidence directory)")
+                        help="write the release-gate report (JSON, Markdown, HTML) into DIR; "
+                             "without it the gate only checks and writes nothing")
     parser.add_argument("--policy", type=Path, default=None, metavar="FILE",
                         help=f"the provider's release policy (default DIR/{POLICY_FILE}; "
                              "schema release-policy): serving target, version line, "
@@ -104,13 +107,17 @@ def main(args: argparse.Namespace) -> int:
         err.print(f"nnrp-conformance gate: internal error, report not written:\n{exc}",
                   markup=False, soft_wrap=True)
         return EXIT_USAGE
-    try:
-        paths = write_reports(result, args.out or args.evidence)
-    except OSError as exc:
-        err.print(f"nnrp-conformance gate: error: cannot write the reports: {exc}",
-                  markup=False, soft_wrap=True)
-        return EXIT_USAGE
+    paths: dict[str, Path] = {}
+    if args.out is not None:
+        try:
+            paths = write_reports(result, args.out)
+        except OSError as exc:
+            err.print(f"nnrp-conformance gate: error: cannot write the reports: {exc}",
+                      markup=False, soft_wrap=True)
+            return EXIT_USAGE
     print_result(console, result, paths)
+    if args.out is None:
+        console.print("[dim]reports not written (--out DIR writes them)[/dim]")
     return EXIT_OK if result.passed else EXIT_FAILED
 
 

@@ -1,9 +1,10 @@
 """The release gate: judge recorded evidence against the five release conditions.
 
 ``nnrp-conformance gate --evidence DIR`` reads the evidence tree below (written by the
-release regeneration command), checks each condition of ``contract.RELEASE_GATES`` and
-builds the release-gate report document (validated against ``release-gate-report``); the
-face writes it with its Markdown and HTML pages (``reports/gate_files.py``).
+release regeneration command; ``DIR`` defaults to ``evidence.DEFAULT_EVIDENCE_DIR``), checks
+each condition of ``contract.RELEASE_GATES`` and builds the release-gate report document
+(validated against ``release-gate-report``); the face writes it with its Markdown and HTML
+pages (``reports/gate_files.py``) when ``--out`` asks.
 
 Evidence layout (``DIR``)::
 

@@ -22,6 +22,7 @@ __all__ = [
     "ADAPTER_LOG",
     "BENCH_DIR",
     "CASE_RESULTS_FILE",
+    "DEFAULT_EVIDENCE_DIR",
     "EXECUTION_PLAN_FILE",
     "HTTP_SERVER_LOG",
     "MANIFEST_FILE",
@@ -42,6 +43,9 @@ __all__ = [
     "relative_to_evidence",
 ]
 
+#: where recorded release evidence conventionally lives in a provider's repository (relative to
+#: the working directory); ``gate`` reads it when no ``--evidence`` is given
+DEFAULT_EVIDENCE_DIR = Path("reports/evidence")
 CASE_RESULTS_FILE = "case-results.json"
 EXECUTION_PLAN_FILE = "execution-plan.json"
 SMOKE_FILE = "smoke.json"
@@ -186,7 +190,9 @@ def check_evidence_root(root: Path | str) -> Path:
     """``root`` as a Path; raises :class:`EvidenceError` if it is no directory."""
     root = Path(root)
     if not root.exists():
-        raise EvidenceError(f"{root}: evidence directory does not exist")
+        hint = (f" (the default, ./{DEFAULT_EVIDENCE_DIR}; pass --evidence DIR, the --out of the "
+                f"release run)" if root == DEFAULT_EVIDENCE_DIR else "")
+        raise EvidenceError(f"{root}: evidence directory does not exist{hint}")
     if not root.is_dir():
         raise EvidenceError(f"{root}: not a directory")
     return root
