@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Artifacts", "report_paths", "write_json"]
+__all__ = ["DEFAULT_DIR", "Artifacts", "keep_out_of_version_control", "report_paths", "write_json"]
+
+#: where a run writes when not told (relative to the directory it started in)
+DEFAULT_DIR = Path("nnrp-conformance")
+
+_IGNORE_ALL = "# written by nnrp-conformance: its default output folder is not source\n*\n"
 
 
 @dataclass(frozen=True)
@@ -21,11 +26,28 @@ class Artifacts:
     evidence_dir: Path
     report_md: Path | None
     report_html: Path | None
+    #: the default folder, when the run writes there (it is kept out of version control)
+    default_dir: Path | None = None
+
+    def prepare(self) -> None:
+        """Make the default folder ignorable before anything lands in it."""
+        if self.default_dir is not None:
+            keep_out_of_version_control(self.default_dir)
 
     def written(self) -> list[str]:
         out = [str(self.plan), str(self.results)]
         out += [str(p) for p in (self.report_md, self.report_html) if p is not None]
         return out
+
+
+def keep_out_of_version_control(folder: Path) -> None:
+    """Give ``folder`` a ``.gitignore`` of ``*``, as pytest does for ``.pytest_cache``: a run's
+    default output in the caller's repository then never shows up as untracked files. An
+    existing ``.gitignore`` there is the caller's and is left as it is."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / ".gitignore"
+    if not marker.exists():
+        marker.write_text(_IGNORE_ALL, encoding="utf-8")
 
 
 def report_paths(path: str | Path) -> tuple[Path, Path]:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nnrp_conformance.artifacts import Artifacts, report_paths
+from nnrp_conformance.artifacts import DEFAULT_DIR, Artifacts, report_paths
 from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
 
 DEFAULT_TIMEOUT = DEFAULT_CASE_TIMEOUT_S
@@ -28,7 +28,7 @@ UNRESPONSIVE_AFTER = 2
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
-DEFAULT_RESULTS = Path("nnrp-conformance") / "case-results.json"
+DEFAULT_RESULTS = DEFAULT_DIR / "case-results.json"
 
 
 class SetupError(Exception):
@@ -84,7 +84,8 @@ class RunOptions:
         md = html = None
         if self.report is not None:
             md, html = report_paths(absolute(self.report))
-        return Artifacts(results, plan, results.parent / "evidence", md, html)
+        default_dir = results.parent if self.results is None else None
+        return Artifacts(results, plan, results.parent / "evidence", md, html, default_dir)
 
     def shown(self, path: Path | str) -> str:
         """A path as the run's documents name it: relative to the directory the run started

@@ -247,13 +247,15 @@ class ConformanceCore:
         return plan
 
     def write_plan(self) -> Path:
-        path = self.options.artifacts().plan
+        art = self.options.artifacts()
+        path = art.plan
         try:
             document = self.plan_document()
         except SchemaViolationError as exc:
             # The plan is ours, so this is a suite bug; the user still gets the details.
             raise SetupError(f"the execution plan breaks its schema:\n{exc}") from None
         try:
+            art.prepare()
             write_json(path, document)
         except OSError as exc:
             raise SetupError(f"cannot write the execution plan to {path}: "

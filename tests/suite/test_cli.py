@@ -35,6 +35,14 @@ def test_run_passes_and_writes_the_same_files(tmp_path: Path, endpoint: Any) -> 
     assert {c["id"] for c in plan["cases"]} <= {r["id"] for r in results["results"]}
     assert (tmp_path / "out" / "report.md").is_file()
     assert (tmp_path / "out" / "report.html").is_file()
+    # the default folder lands in the caller's repository ignored (as .pytest_cache does), and
+    # the run says where it wrote; a folder the caller named is theirs and left unmarked
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert "nnrp-conformance/" not in status and "out/report.html" in status, status
+    assert "nnrp-conformance/case-results.json" in proc.stdout
+    assert not (tmp_path / "out" / ".gitignore").exists()
 
 
 def test_run_exits_1_when_a_selected_recipe_fails(
