@@ -60,3 +60,4 @@ class StallWatch:
         longest = max(end - start for start, end in self.gaps)
         total = sum(end - start for start, end in self.gaps)
         return f"{len(self.gaps)} machine stalls over {self.threshold} s, {total:.1f} s in all, longest {longest:.1f} s"
+

@@ -35,6 +35,7 @@ from pathlib import Path
 import anyio
 import pytest
 from long_context import MAX_TOKENS, long_context_model, long_engine_args
+from probe import connect, engine_count
 from stalls import StallWatch
 
 from nnrp_conformance import contract
@@ -48,7 +49,6 @@ STORM_SECONDS = float(os.environ.get("NNRP_STORM_SECONDS", "60"))
 FIGURES: dict[str, list[float]] = {}
 STALLS = StallWatch()
 STALLED: list[str] = []  # measured windows that contained a machine stall (printed)
-LOCAL_BOUND_S = 60.0  # the storm clients' own connect / command bounds (see the storm test)
 
 
 @pytest.fixture
@@ -92,14 +92,6 @@ def log_tail(adapter: AdapterProcess, lines: int = 40) -> str:
     if adapter.log_path is None or not adapter.log_path.exists():
         return "(no log)"
     return "\n".join(adapter.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-
-async def engine_count(client: NnrpClient) -> int:
-    op = await client.submit({"schema_version": contract.SCHEMA_VERSION,
-                              "operation": contract.OP_CAPABILITIES_GET, "body": {},
-                              "nnrp": {"diagnostics": True}}, timeout=10)
-    term = await op.result()
-    return int(term.diagnostics["engine"]["unfinished_requests"])
 
 
 async def seconds_to_count(client: NnrpClient, want: int, since: float, limit: float = 20.0) -> float:
@@ -163,7 +155,7 @@ async def three_running_streams(client: NnrpClient, address: str):  # type: igno
     with anyio.fail_after(120):
         while min(len(o.received) for o in ops) < 10:
             await anyio.sleep(0.01)
-    async with await NnrpClient.connect(address) as observer:
+    async with await connect(address) as observer:
         assert await engine_count(observer) == 3
     received = max(len(o.received) for o in ops)
     return ops, received, received / (time.monotonic() - started)
@@ -178,8 +170,8 @@ def check_abort(cause: str, version: str, latency: float, still_needed_s: float)
 
 async def test_client_cancel_aborts_the_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     async with (
-        await NnrpClient.connect(adapter.address) as client,
-        await NnrpClient.connect(adapter.address) as observer,
+        await connect(adapter.address) as client,
+        await connect(adapter.address) as observer,
     ):
         op, rate = await running_stream(client)
         assert await engine_count(observer) == 1
@@ -193,9 +185,9 @@ async def test_client_cancel_aborts_the_engine_request(adapter, vllm_env) -> Non
 
 
 async def test_session_close_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
-    client = await NnrpClient.connect(adapter.address)
+    client = await connect(adapter.address)
     _ops, received, rate = await three_running_streams(client, adapter.address)
-    async with await NnrpClient.connect(adapter.address) as observer:
+    async with await connect(adapter.address) as observer:
         t0 = time.monotonic()
         await client.aclose()  # SESSION_CLOSE with three generations in flight
         latency = await seconds_to_count(observer, 0, t0)
@@ -205,8 +197,8 @@ async def test_session_close_aborts_every_engine_request(adapter, vllm_env) -> N
 
 async def test_timeout_ms_aborts_the_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     async with (
-        await NnrpClient.connect(adapter.address) as client,
-        await NnrpClient.connect(adapter.address) as observer,
+        await connect(adapter.address) as client,
+        await connect(adapter.address) as observer,
     ):
         op = await client.submit(chat(timeout_ms=1500), timeout=600)
         term = await op.result()
@@ -223,7 +215,7 @@ _KILLED_CLIENT = textwrap.dedent("""
     from nnrp_conformance.client import NnrpClient, NnrpClientError
 
     async def main():
-        client = await NnrpClient.connect(sys.argv[1])
+        client = await NnrpClient.connect(sys.argv[1], connect_timeout=60)
         ops = [await client.submit(json.loads(sys.argv[2]), timeout=600) for _ in range(2)]
         while min(len(o.received) for o in ops) < 10:
             await asyncio.sleep(0.01)
@@ -236,8 +228,8 @@ _KILLED_CLIENT = textwrap.dedent("""
 
 async def test_killed_client_is_noticed_aborted_and_others_undisturbed(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     async with (
-        await NnrpClient.connect(adapter.address) as other,
-        await NnrpClient.connect(adapter.address) as observer,
+        await connect(adapter.address) as other,
+        await connect(adapter.address) as observer,
     ):
         mine, rate = await running_stream(other)
         proc = subprocess.Popen([sys.executable, "-c", _KILLED_CLIENT, adapter.address, json.dumps(chat())],
@@ -296,8 +288,7 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     async def lane(n: int) -> None:
         while time.monotonic() < deadline:
             try:
-                client = await NnrpClient.connect(adapter.address, connect_timeout=LOCAL_BOUND_S,
-                                                  command_timeout=LOCAL_BOUND_S)
+                client = await connect(adapter.address)
             except NnrpClientError as exc:
                 # the adapter's own account of why (an accept thread that died once showed
                 # up only as this), and the machine's stalls over the same minute
@@ -351,7 +342,7 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     async with anyio.create_task_group() as tg:
         for n in range(16):
             tg.start_soon(lane, n)
-    async with await NnrpClient.connect(adapter.address) as observer:
+    async with await connect(adapter.address) as observer:
         leftover = await seconds_to_count(observer, 0, time.monotonic())
     print(f"\ncancel storm on vLLM {vllm_env['version']}: {tally}; engine empty after {leftover:.3f} s"
           f" (machine stalls excluded; {STALLS.summary()})")
@@ -366,7 +357,7 @@ async def test_server_shutdown_aborts_every_engine_request(adapter, vllm_env) ->
     holds no request before the engine stops (the adapter's ``SHUTDOWN`` line: requests held
     at the signal and left at the end, seconds from the signal until vLLM held none), and the
     process exits 0. Last in the module: it stops the module's adapter."""
-    client = await NnrpClient.connect(adapter.address)
+    client = await connect(adapter.address)
     try:
         ops, received, rate = await three_running_streams(client, adapter.address)
         t0 = time.monotonic()

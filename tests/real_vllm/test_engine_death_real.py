@@ -16,9 +16,10 @@ import time
 import anyio
 import pytest
 from long_context import MAX_TOKENS, long_context_model, long_engine_args
+from probe import connect
 
 from nnrp_conformance import contract
-from nnrp_conformance.client import NnrpClient, NnrpClientError
+from nnrp_conformance.client import NnrpClientError
 from vllm_nnrp_adapter.conformance import AdapterProcess
 from vllm_nnrp_adapter.serve import EXIT_ENGINE_DIED
 
@@ -50,7 +51,7 @@ async def test_engine_killed_mid_stream(vllm_env, tmp_path, tmp_path_factory) ->
                         log_path=tmp_path / "adapter.log") as adapter:
         proc = adapter._proc
         assert proc is not None
-        async with await NnrpClient.connect(adapter.address) as client:
+        async with await connect(adapter.address) as client:
             ops = [await client.submit(chat(), timeout=120) for _ in range(3)]
             with anyio.fail_after(120):
                 while min(len(o.received) for o in ops) < 3:

@@ -8,6 +8,7 @@ import random
 
 import anyio
 import pytest
+from probe import connect, engine_count
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
@@ -47,11 +48,7 @@ async def _unfinished(client: NnrpClient) -> int:
     value = -1
     with anyio.move_on_after(20):
         while True:
-            op = await client.submit({"schema_version": contract.SCHEMA_VERSION,
-                                      "operation": contract.OP_CAPABILITIES_GET, "body": {},
-                                      "nnrp": {"diagnostics": True}}, timeout=10)
-            term = await op.result()
-            value = int(term.diagnostics["engine"]["unfinished_requests"])
+            value = await engine_count(client)
             if value == 0:
                 return 0
             await anyio.sleep(0.2)
@@ -60,7 +57,7 @@ async def _unfinished(client: NnrpClient) -> int:
 
 async def test_random_cancels_leave_no_engine_request(adapter) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(7)
-    async with await NnrpClient.connect(adapter.address) as client:
+    async with await connect(adapter.address) as client:
         for _ in range(CANCELS):
             op = await client.submit(_env(), timeout=60)
             k = rng.randint(0, 12)
@@ -78,18 +75,18 @@ async def test_random_cancels_leave_no_engine_request(adapter) -> None:  # type:
 
 
 async def test_disconnect_mid_stream_leaves_no_engine_request(adapter) -> None:  # type: ignore[no-untyped-def]
-    client = await NnrpClient.connect(adapter.address)
+    client = await connect(adapter.address)
     ops = [await client.submit(_env(256), timeout=60) for _ in range(3)]
     with anyio.fail_after(60):
         while len(ops[-1].received) < 2:
             await anyio.sleep(0.02)
     await client.aclose()
-    async with await NnrpClient.connect(adapter.address) as other:
+    async with await connect(adapter.address) as other:
         assert await _unfinished(other) == 0
 
 
 async def test_deadline_aborts_the_engine_request(adapter) -> None:  # type: ignore[no-untyped-def]
-    async with await NnrpClient.connect(adapter.address) as client:
+    async with await connect(adapter.address) as client:
         # 400 tokens: prompt + answer must fit max_model_len 512, or vLLM rejects it at once
         op = await client.submit(_env(400, timeout_ms=300), timeout=60)
         term = await op.result()

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from probe import connect
 
 from nnrp_conformance import contract
-from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate
 from vllm_nnrp_adapter.conformance import AdapterProcess, run_suite
 from vllm_nnrp_adapter.vllm_plugin import MIDDLEWARE
@@ -101,7 +101,7 @@ async def test_streaming_chat_and_diagnostics_over_nnrp(served) -> None:  # type
         },
     }
     with anyio.fail_after(120):
-        async with await NnrpClient.connect(served.info["address"]) as client:
+        async with await connect(served.info["address"]) as client:
             op = await client.submit(envelope, timeout=60)
             events = [e async for e in op]
             types = [e.event["type"] for e in events if e.event]
