@@ -84,7 +84,7 @@ def test_ci_page_embeds_the_same_workflow() -> None:
     page = CI_PAGE.read_text(encoding="utf-8")
     blocks = re.findall(r"^```yaml\n(.*?)^```$", page, flags=re.S | re.M)
     assert blocks, "docs/ci.md has no ```yaml block"
-    assert blocks[0] == WORKFLOW.read_text(encoding="utf-8")
+    assert WORKFLOW.read_text(encoding="utf-8") in blocks
 
 
 def test_quickstart_command_uses_the_plugin_options() -> None:
