@@ -23,7 +23,7 @@ from .conformance import main as conformance_main
 from .logs import ADAPTER_LOGGER
 from .release import main as release_main
 from .serve import run_serve
-from .settings import add_serve_flags, config_from_flags
+from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
 from .vllm_backend import detect_vllm_version
 
@@ -55,6 +55,11 @@ def cmd_serve(argv: Sequence[str]) -> int:
     # the root logger's handler drops INFO once vLLM is imported: our lines get their own
     # route at this level (logs.py; serving joins vLLM's handlers when the engine is up)
     logging.getLogger(ADAPTER_LOGGER).setLevel(level)
+    model = model_argument(vllm_argv)
+    problem = model_path_problem(model) if model is not None else None
+    if problem is not None:  # said before vLLM is imported or the engine starts
+        print(f"vllm-nnrp serve: error: {problem}", file=sys.stderr)
+        return 2
     config = config_from_flags(opts, vllm_argv)
     return run_serve(config)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,6 +234,38 @@ def config_from_flags(opts: argparse.Namespace, vllm_argv: list[str]) -> ServeCo
         values[s.field] = tuple(value) if s.kind == "list" else value
     values.setdefault("manifest_path", default_manifest_path())
     return ServeConfig(vllm_argv=vllm_argv, **values)
+
+
+def model_argument(vllm_argv: Sequence[str]) -> str | None:
+    """The value of vLLM's ``--model`` (``--model X`` or ``--model=X``) in ``vllm_argv``."""
+    for i, arg in enumerate(vllm_argv):
+        if arg == "--model" and i + 1 < len(vllm_argv):
+            return vllm_argv[i + 1]
+        if arg.startswith("--model="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def model_path_problem(model: str) -> str | None:
+    """Why ``model`` cannot be served, when it names a local path that is no model; else None.
+
+    vLLM takes a local directory or a Hugging Face repo id. A value that can only be a path
+    (absolute, ``./``, ``../``, ``~``, or more than one ``/``) and is missing would otherwise
+    reach the hub: Hugging Face's repo-id message, or 30 s of retries, after the engine's
+    start-up. A repo id (``org/name``) is left to vLLM.
+    """
+    looks_like_path = model.startswith(("/", "./", "../", "~")) or model.count("/") > 1
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            return f"model directory {model} has no config.json (not a Hugging Face model folder)"
+        return None
+    if path.exists():
+        return f"model path {model} is a file, not a model directory"
+    if looks_like_path:
+        return (f"model path {model} does not exist (a local model directory, or a Hugging "
+                f"Face repo id such as org/name)")
+    return None
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
