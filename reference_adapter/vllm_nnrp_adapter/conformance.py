@@ -166,7 +166,9 @@ class AdapterProcess:
     vllm.entrypoints.openai.api_server``, HTTP on an ephemeral loopback port) with
     ``--middleware vllm_nnrp_adapter.vllm_plugin.NnrpServing`` and ``NNRP_PLUGIN_LISTEN``;
     ``extra_args`` are more vLLM flags, ``extra_env`` more ``NNRP_PLUGIN_*`` settings.
-    Either way ``info`` is the ready file's start-up information.
+    ``listen`` is the NNRP listen address (any transport: ``ipc:///PATH``, ``ws://HOST:0``).
+    Either way ``info`` is the ready file's start-up information; ``address`` is a target the
+    suite takes as is.
     """
 
     python: str
@@ -177,6 +179,7 @@ class AdapterProcess:
     start_timeout: float = 600.0
     startup_path: str = "explicit"
     extra_env: dict[str, str] = field(default_factory=dict)
+    listen: str = "127.0.0.1:0"
     info: dict[str, Any] = field(default_factory=dict)
     started_in_s: float | None = None
     _proc: subprocess.Popen | None = None
@@ -209,7 +212,7 @@ class AdapterProcess:
                 str(self.model_dir),
                 *self.engine_args,
                 "--nnrp-listen",
-                "127.0.0.1:0",
+                self.listen,
                 "--nnrp-ready-file",
                 str(ready),
                 *self.extra_args,
@@ -230,7 +233,7 @@ class AdapterProcess:
                 MIDDLEWARE,
                 *self.extra_args,
             ]
-            env[ENV_LISTEN] = "127.0.0.1:0"
+            env[ENV_LISTEN] = self.listen
             env[ENV_PREFIX + "READY_FILE"] = str(ready)
         else:
             raise ValueError(f"startup_path must be one of {STARTUP_PATHS}")

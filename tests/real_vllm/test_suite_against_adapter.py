@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from nnrp_conformance.validation import validate
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, run_suite
 
 pytestmark = pytest.mark.real_vllm
@@ -21,23 +22,19 @@ REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "manifests" / "vllm-nnrp-adapter.json"
 
 
-def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property):
+def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0") -> dict:  # type: ignore[no-untyped-def]
+    """Serve real vLLM on ``listen``, run the whole suite against it, require every selected
+    recipe to pass; returns the run's figures."""
     out = tmp_path / "conformance"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log") as ad:
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log",
+                        listen=listen) as ad:
         assert ad.info["vllm_version"] == vllm_env["version"]
         assert ad.info["startup_path"] == "explicit"
         t0 = time.monotonic()
         rc = run_suite(ad.address, MANIFEST, out)
         suite_s = time.monotonic() - t0
         rss = ad.rss_bytes()
-    figures = {
-        "version": vllm_env["version"],
-        "startup_s": round(ad.started_in_s, 1),
-        "rss_mib": round(rss / 2**20),
-        "suite_s": round(suite_s, 1),
-    }
-    record_property("figures", json.dumps(figures))
-    print("real-vLLM figures:", json.dumps(figures))
+        address = ad.address
     results = json.loads((out / "case-results.json").read_text())
     assert validate("case-results", results) == []
     failed = [r for r in results["results"] if r["outcome"] == "failed"]
@@ -49,6 +46,28 @@ def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property
         if r["outcome"] == "skipped":
             assert r.get("diagnostics", {}).get("selection") != "selected", r
     assert any("tool-call" in i for i in passed) and any("cancel" in i for i in passed)
+    return {"version": vllm_env["version"], "address": address,
+            "startup_s": round(ad.started_in_s, 1), "rss_mib": round(rss / 2**20),
+            "suite_s": round(suite_s, 1), "passed": len(passed)}
+
+
+def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property):
+    figures = full_suite(vllm_env, tmp_path)
+    record_property("figures", json.dumps(figures))
+    print("real-vLLM figures:", json.dumps(figures))
+
+
+#: each non-TCP transport nnrp-py ships (QUIC aside: docs/pytest-plugin.md#transports) served by
+#: real vLLM on one line of the supported range; TCP runs on both above
+OTHER_TRANSPORTS = {CURRENT_LINE_TESTED: "ipc", LOWER_BOUND_TESTED: "websocket"}
+
+
+def test_full_suite_passes_over_another_transport(vllm_env, tmp_path):
+    transport = OTHER_TRANSPORTS[vllm_env["version"]]
+    listen = f"ipc://{tmp_path / 'adapter.sock'}" if transport == "ipc" else "ws://127.0.0.1:0"
+    figures = full_suite(vllm_env, tmp_path, listen)
+    assert figures["address"].startswith("unix://" if transport == "ipc" else "ws://"), figures
+    print(f"real-vLLM figures over {transport}:", json.dumps(figures))
 
 
 def test_backend_binding_in_the_vllm_venv(vllm_env):

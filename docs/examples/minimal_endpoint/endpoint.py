@@ -6,10 +6,12 @@ The profile side (envelope, events, the deterministic "model") is ``chat_profile
 fault-injection switch (``--defect NAME``) is ``defects``.
 
     python endpoint.py --listen 127.0.0.1:0 [--model NAME] [--defect NAME]
+    python endpoint.py --listen ipc:///tmp/endpoint.sock     # or ws://127.0.0.1:0
     python endpoint.py --list-defects
 
-The first stdout line is ``LISTENING 127.0.0.1:<port>`` once the endpoint accepts
-sessions; SIGTERM or SIGINT stop it cleanly.
+The first stdout line is ``LISTENING <target>`` once the endpoint accepts sessions
+(``127.0.0.1:<port>`` over TCP, ``unix:///PATH`` or ``ws://127.0.0.1:<port>/`` otherwise: a
+target the suite takes as is); SIGTERM or SIGINT stop it cleanly.
 """
 
 from __future__ import annotations
@@ -406,25 +408,63 @@ def _operation(payload: bytes) -> Any:
     return envelope.get("operation") if isinstance(envelope, dict) else None
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+@dataclass(frozen=True)
+class Listen:
+    """Where to listen: nnrp-py's route key, its provider locator and the application endpoint."""
+
+    transport: str  # "tcp" | "ipc" | "websocket"
+    provider: str  # tcp://HOST:PORT, unix:///PATH, ws://HOST:PORT
+    host: str
+    port: int
+    policy: TransportPolicy
+
+    def announced(self, bound: str) -> str:
+        """The bound locator as a client target: HOST:PORT for TCP, else the URI itself."""
+        return bound.removeprefix("tcp://") if self.transport == "tcp" else bound
+
+
+_TRANSPORTS = {
+    "tcp": ("tcp", TransportPolicy.FORCE_TCP),
+    "ipc": ("ipc", TransportPolicy.FORCE_IPC),
+    "unix": ("ipc", TransportPolicy.FORCE_IPC),
+    "ws": ("websocket", TransportPolicy.FORCE_WEBSOCKET),
+}
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT`` or ``tcp://HOST:PORT``, ``ipc:///PATH`` (``unix:///PATH``), ``ws://HOST:PORT``."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in _TRANSPORTS:
+        raise argparse.ArgumentTypeError(
+            f"--listen: unknown scheme {scheme!r} in {text!r} (use tcp, ipc/unix or ws)")
+    transport, policy = _TRANSPORTS[scheme]
+    if transport == "ipc":
+        if not rest.startswith("/"):
+            raise argparse.ArgumentTypeError(f"--listen wants ipc:///ABSOLUTE/PATH, got {text!r}")
+        return Listen("ipc", f"unix://{rest}", "127.0.0.1", 0, policy)
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
         raise argparse.ArgumentTypeError(f"--listen wants HOST:PORT, got {text!r}")
-    return host, int(port)
+    return Listen(transport, f"{scheme}://{host}:{port}", host, int(port), policy)
 
 
-async def serve(host: str, port: int, config: Config) -> None:
+async def serve(listen: Listen, config: Config) -> None:
     loop = asyncio.get_running_loop()
     # Every SDK call runs on the default executor; sessions must not queue behind accept.
     loop.set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="nnrp"))
+    # A forced policy with one explicit route: the only way nnrp-py binds port 0, and its AUTO
+    # policy fails without routes for every transport.
     options = NativeServerBootstrapOptions(
-        endpoint=f"nnrp://{host}:{port or 4433}",
-        provider_routes={"tcp": NativeServerProviderRoute(provider_endpoint=f"tcp://{host}:{port}")},
-        transport_policy=TransportPolicy.FORCE_TCP,
+        endpoint=f"nnrp://{listen.host}:{listen.port or 4433}",
+        provider_routes={listen.transport: NativeServerProviderRoute(
+            provider_endpoint=listen.provider)},
+        transport_policy=listen.policy,
     )
     stop = anyio.Event()
     with listen_native_server(options) as server:
-        bound = server.bound_provider_endpoints["tcp"].uri
+        bound = server.bound_provider_endpoints[listen.transport].uri
         async with anyio.create_task_group() as tg:
 
             async def watch_signals(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
@@ -436,7 +476,7 @@ async def serve(host: str, port: int, config: Config) -> None:
 
             # Announce readiness only once a stop signal is sure to end the endpoint cleanly.
             await tg.start(watch_signals)
-            print(f"LISTENING {bound.removeprefix('tcp://')}", flush=True)
+            print(f"LISTENING {listen.announced(bound)}", flush=True)
             while not stop.is_set():
                 try:
                     ssess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
@@ -451,8 +491,9 @@ async def serve(host: str, port: int, config: Config) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--listen", type=parse_listen, default=("127.0.0.1", 0),
-                        help="HOST:PORT to listen on (default 127.0.0.1:0, an ephemeral port)")
+    parser.add_argument("--listen", type=parse_listen, default=parse_listen("127.0.0.1:0"),
+                        help="HOST:PORT (TCP; default 127.0.0.1:0, an ephemeral port), "
+                             "ipc:///PATH or ws://HOST:PORT")
     parser.add_argument("--model", default="minimal-model", help="the one model id served")
     parser.add_argument("--defect", default=None, help="inject one defect (see --list-defects)")
     parser.add_argument("--delta-delay-ms", type=float, default=1.0,
@@ -479,13 +520,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--delta-delay-ms must be >= 0")
     config = Config(model=args.model, defect=defect, delta_delay_s=args.delta_delay_ms / 1000,
                     variant=variant)
-    host, port = args.listen
     try:
-        anyio.run(serve, host, port, config)
+        anyio.run(serve, args.listen, config)
     except KeyboardInterrupt:
         pass
-    except NativeRuntimeError as exc:
-        print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+    except (NativeRuntimeError, RuntimeError) as exc:  # a selection error is a RuntimeError
+        print(f"error: cannot listen on {args.listen.provider}: {exc}", file=sys.stderr)
         return 2
     return 0
 
