@@ -59,6 +59,8 @@ class CaseRecord:
     started_at: str | None = None
     #: the Autobahn-style verdict: passed / non-strict / failed / informational / skipped
     verdict: str = ""
+    #: for a failed or non-strict case: the command that re-runs just this case
+    reproduce: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -131,6 +133,7 @@ class CaseRecord:
             upstream=dict(data.get("upstream", {})),
             started_at=data.get("started_at"),
             verdict=str(data.get("verdict", "")),
+            reproduce=data.get("reproduce"),
         )
 
 

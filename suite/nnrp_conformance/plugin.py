@@ -316,7 +316,7 @@ class RecipeItem(pytest.Item):
             result = core.run_case(self.case)
         except SetupError as exc:
             pytest.fail(str(exc), pytrace=False)
-        self.record = record = CaseRecord.from_result(result)
+        self.record = record = core.record(self.case, result)
         if record.failed:
             raise RecipeFailure(record)
         if record.skipped:
@@ -344,4 +344,6 @@ def format_failure(record: CaseRecord, case: Any) -> str:
     if record.message and not record.findings:
         lines.append(f"  verdict: {record.message}")
     lines += findings_block(record, numbered=True)
+    if record.reproduce:
+        lines.append(f"  reproduce: {record.reproduce}")
     return "\n".join(lines)

@@ -50,6 +50,8 @@ from nnrp_conformance.options import (
 )
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
+from nnrp_conformance.reproduce import reproduce_command
+from nnrp_conformance.rules import LEVEL_NON_STRICT
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -277,6 +279,17 @@ class ConformanceCore:
         )
 
     # --- cases -------------------------------------------------------------------------
+    def record(self, case: Any, result: Any) -> CaseRecord:
+        """The reports' record of ``result``; a failed or non-strict case carries the command
+        that re-runs just it (``reproduce.py``), in the record and in its diagnostics."""
+        rec = CaseRecord.from_result(result)
+        if not (rec.failed or rec.verdict == LEVEL_NON_STRICT):
+            return rec
+        command = reproduce_command(self.options, case.recipe.path, case.id, self.model_id)
+        upstream = {**rec.upstream,
+                    "diagnostics": {**rec.upstream.get("diagnostics", {}), "reproduce": command}}
+        return dataclasses.replace(rec, reproduce=command, upstream=upstream)
+
     def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
         """Run one planned case; a case the plan did not select comes back as a skipped
         result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
@@ -357,7 +370,7 @@ def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
     try:
         for case in core.plan.cases:
             bus.emit(CaseStarted(case.id))
-            bus.emit(CaseFinished(CaseRecord.from_result(core.run_case(case))))
+            bus.emit(CaseFinished(core.record(case, core.run_case(case))))
     except KeyboardInterrupt:
         interrupted = True
     fill_not_run(core.plan, bus)

@@ -69,6 +69,10 @@ def test_defect_fails_with_its_rule(pytester: pytest.Pytester, defective: Any,
     seen = _findings(doc)
     assert seen & set(rules), f"{defective.defect}: expected one of {rules}, got {sorted(seen)}"
     assert any(f"[{rule}]" in out for rule in rules), out
+    # the pytest face prints each failure's reproduce command too (the CLI's, same options)
+    commands = [r["diagnostics"]["reproduce"] for r in doc["results"] if r["outcome"] == "failed"]
+    assert commands and all(f"reproduce: {c}" in out for c in commands), out
+    assert all("--timeout " + TIMEOUT_S in c and "--model minimal-model" in c for c in commands)
 
 
 def test_last_failed_reruns_only_the_failed_recipes(

@@ -82,6 +82,8 @@ def render_html(started: RunStarted | None, finished: RunFinished) -> str:
                 lines.append(r.message)
             lines += findings_block(r)
             parts.append(f"<pre>{escape(chr(10).join(lines))}</pre>")
+        if r.reproduce:
+            parts.append(f'<p>Reproduce: <code class="reproduce">{escape(r.reproduce)}</code></p>')
         if r.event_types:
             items = "".join(
                 f"<li><code>#{i} {escape(t)}</code></li>" for i, t in enumerate(r.event_types)

@@ -86,6 +86,8 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
                 out.append(r.message)
             out += findings_block(r)
             out += ["```", ""]
+            if r.reproduce:
+                out += ["Reproduce:", "", "```sh", r.reproduce, "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

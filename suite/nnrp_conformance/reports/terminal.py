@@ -88,6 +88,9 @@ def render_summary(
             console.print(f"  {r.message}", markup=False, highlight=False, soft_wrap=True)
         for line in findings_block(r):
             console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+        if r.reproduce:
+            console.print(f"  reproduce: {r.reproduce}", markup=False, highlight=False,
+                          soft_wrap=True)
     for r in records:
         if verdict_label(r) not in ("non-strict", "informational"):
             continue
