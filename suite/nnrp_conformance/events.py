@@ -61,6 +61,8 @@ class CaseRecord:
     verdict: str = ""
     #: for a failed or non-strict case: the command that re-runs just this case
     reproduce: str | None = None
+    #: where the case's frame trace was written (``--nnrp-trace``), absolute
+    trace: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -134,6 +136,7 @@ class CaseRecord:
             started_at=data.get("started_at"),
             verdict=str(data.get("verdict", "")),
             reproduce=data.get("reproduce"),
+            trace=data.get("trace"),
         )
 
 

@@ -73,6 +73,8 @@ class RunOptions:
     results: Path | None = None
     plan: Path | None = None
     report: Path | None = None
+    #: write each case's frame trace as NDJSON into this folder (``trace.py``)
+    trace_dir: Path | None = None
     base_dir: Path = field(default_factory=Path.cwd)
 
     def artifacts(self) -> Artifacts:

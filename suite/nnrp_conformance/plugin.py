@@ -346,4 +346,6 @@ def format_failure(record: CaseRecord, case: Any) -> str:
     lines += findings_block(record, numbered=True)
     if record.reproduce:
         lines.append(f"  reproduce: {record.reproduce}")
+    if record.trace:
+        lines.append(f"  frame trace: {record.trace}")
     return "\n".join(lines)

@@ -59,6 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "named by PATH)", metavar="PATH")
     add("--nnrp-plan", "nnrp_plan", "execution plan JSON (default: execution-plan.json beside "
         "the case results)", metavar="PATH")
+    add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
+        "into DIR/CASE_ID.ndjson", metavar="DIR")
 
 
 def _value(config: pytest.Config, name: str) -> Any:
@@ -123,5 +125,6 @@ def _options(config: pytest.Config) -> RunOptions | None:
         results=path("nnrp_results"),
         plan=path("nnrp_plan"),
         report=path("nnrp_report"),
+        trace_dir=path("nnrp_trace"),
         base_dir=base,
     )

@@ -33,6 +33,7 @@ from nnrp_conformance import contract, validation
 from nnrp_conformance.checks import Finding, Observation, Verdict, judge
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
+from nnrp_conformance.trace import frame_trace
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
@@ -82,6 +83,8 @@ class CaseResult:
     selection: str
     reason: str | None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    #: the case's frame trace (``trace.frame_trace``) when the run asked for one
+    trace: list[dict[str, Any]] | None = None
 
     @property
     def findings(self) -> list[Finding]:
@@ -201,9 +204,11 @@ async def run_case(client: Any, case: PlannedCase, *,
                    max_events: int = DEFAULT_MAX_EVENTS,
                    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
                    strict: bool = False,
-                   capability_file: str | None = None) -> CaseResult:
+                   capability_file: str | None = None,
+                   trace: bool = False) -> CaseResult:
     """Run ``case`` once over ``client`` and judge it (it runs even if not selected; callers
-    decide about skipping). Never raises for endpoint misbehaviour."""
+    decide about skipping); with ``trace``, the result carries the case's frame trace. Never
+    raises for endpoint misbehaviour."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
                  else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
     started_at = _now()
@@ -309,7 +314,7 @@ async def run_case(client: Any, case: PlannedCase, *,
         id=case.id, outcome=verdict.outcome, terminal=obs.terminal_kind, verdict=verdict,
         events=events, duration_s=duration, started_at=started_at, level=case.level,
         status=case.status, selection=case.selection, reason=case.reason,
-        diagnostics=diagnostics,
+        diagnostics=diagnostics, trace=frame_trace(op) if trace and op is not None else None,
     )
 
 

@@ -52,6 +52,7 @@ from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
 from nnrp_conformance.reproduce import reproduce_command
 from nnrp_conformance.rules import LEVEL_NON_STRICT
+from nnrp_conformance.trace import trace_file_name, write_trace
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -280,15 +281,26 @@ class ConformanceCore:
 
     # --- cases -------------------------------------------------------------------------
     def record(self, case: Any, result: Any) -> CaseRecord:
-        """The reports' record of ``result``; a failed or non-strict case carries the command
-        that re-runs just it (``reproduce.py``), in the record and in its diagnostics."""
+        """The reports' record of ``result``: with a frame trace asked for, where it was
+        written; a failed or non-strict case carries the command that re-runs just it
+        (``reproduce.py``). Both go in the record and in the case's diagnostics."""
         rec = CaseRecord.from_result(result)
-        if not (rec.failed or rec.verdict == LEVEL_NON_STRICT):
+        added: dict[str, Any] = {}
+        trace_path = None
+        if getattr(result, "trace", None) is not None and self.options.trace_dir is not None:
+            trace_path = write_trace(self.options.trace_dir / trace_file_name(case.id),
+                                     result.trace)
+            added["trace"] = self.options.shown(trace_path)
+        command = None
+        if rec.failed or rec.verdict == LEVEL_NON_STRICT:
+            command = reproduce_command(self.options, case.recipe.path, case.id, self.model_id)
+            added["reproduce"] = command
+        if not added:
             return rec
-        command = reproduce_command(self.options, case.recipe.path, case.id, self.model_id)
-        upstream = {**rec.upstream,
-                    "diagnostics": {**rec.upstream.get("diagnostics", {}), "reproduce": command}}
-        return dataclasses.replace(rec, reproduce=command, upstream=upstream)
+        upstream = {**rec.upstream, "diagnostics": {**rec.upstream.get("diagnostics", {}),
+                                                    **added}}
+        return dataclasses.replace(rec, reproduce=command, upstream=upstream,
+                                   trace=None if trace_path is None else str(trace_path))
 
     def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
         """Run one planned case; a case the plan did not select comes back as a skipped
@@ -310,6 +322,7 @@ class ConformanceCore:
                 strict=self.options.strict,
                 capability_file=(str(self.options.capabilities_file)
                                  if self.options.capabilities_file is not None else None),
+                trace=self.options.trace_dir is not None,
             )
         )
         self._note_frames(before, case.id)

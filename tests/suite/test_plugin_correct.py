@@ -87,6 +87,20 @@ def test_xdist_two_workers_merge_results(
         "execution-plan.json", "results.json"]
 
 
+def test_xdist_workers_write_one_frame_trace_per_selected_case(
+        pytester: pytest.Pytester, endpoint: Any, args_for: Any) -> None:
+    """--nnrp-trace from the pytest face, cases spread over two workers: each selected case's
+    trace is written by the worker that ran it, and its case result names it."""
+    plan = _plan(endpoint)
+    selected = [c.id for c in plan.cases if c.selection == "selected"]
+    result = pytester.runpytest_subprocess(*args_for(endpoint, "-n", "2", "--nnrp-trace", "tr"))
+    assert result.ret == 0, result.stdout.str()
+    assert sorted(p.stem for p in (pytester.path / "tr").glob("*.ndjson")) == sorted(selected)
+    doc = _results(pytester)
+    traced = {r["id"]: r["diagnostics"].get("trace") for r in doc["results"]}
+    assert all(traced[i] == f"tr/{i}.ndjson" for i in selected), traced
+
+
 def test_k_selects_recipes_and_keeps_one_result_per_case(
         pytester: pytest.Pytester, endpoint: Any, args_for: Any) -> None:
     plan = _plan(endpoint)

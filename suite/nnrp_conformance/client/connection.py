@@ -221,7 +221,8 @@ class NnrpClient(_ClientPump):
             idle_timeout,
         )
         try:
-            request = codec.build_submit(ident, ident, envelope, frames=frames)
+            op.request_frames = codec.submit_frames(envelope, frames)
+            request = codec.build_submit(ident, ident, frames=op.request_frames)
         except (ValueError, TypeError) as exc:
             raise NnrpClientError(f"nnrp-py refuses to build this submit: {exc}") from exc
         op.cancel_after_partials = cancel_after_partials

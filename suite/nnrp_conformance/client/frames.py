@@ -141,6 +141,17 @@ class _FrameRouter:
                 )
             )
             return
+        op.after_terminal.append(
+            ReceivedEvent(
+                "after_terminal",
+                now,
+                mt.name,
+                bytes(ev.tail.body or ev.tail.diagnostic or b""),
+                None,
+                None,
+                {"frame_id": ev.header.frame_id},
+            )
+        )
         after = (
             "after its terminal"
             if op.terminal and op.terminal.delivery not in ("timeout",)

@@ -100,6 +100,10 @@ class Operation:
         self.expired_by: str | None = None  # "deadline" | "idle" when the client gave up
         self.terminal: Terminal | None = None
         self.received: list[ReceivedEvent] = []
+        # the typed frames of the FRAME_SUBMIT as sent, and frames that came after the
+        # terminal (judged by wire.frame_after_terminal): what a frame trace shows
+        self.request_frames: tuple[Any, ...] = ()
+        self.after_terminal: list[ReceivedEvent] = []
         self.wire_findings: list[dict[str, Any]] = []
         self.cancel_sent_at_ns: int | None = None
         self.local_cancelled_at_ns: int | None = None

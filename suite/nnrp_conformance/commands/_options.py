@@ -77,6 +77,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="fail on non-strict findings too (recommendations not followed)")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
                         help="write PATH.md and PATH.html (or the .md/.html pair named by PATH)")
+    parser.add_argument("--trace", "--nnrp-trace", dest="trace", type=Path, metavar="DIR",
+                        help="write each case's frames (sent and received) as NDJSON into "
+                             "DIR/CASE_ID.ndjson")
+
+
+def _absolute(path: Path | None, base: Path) -> Path | None:
+    return None if path is None else path if path.is_absolute() else base / path
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -98,6 +105,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         results=args.results,
         plan=args.plan,
         report=getattr(args, "report", None),
+        trace_dir=_absolute(getattr(args, "trace", None), base),
         base_dir=base,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from html import escape
 from pathlib import Path
 
@@ -35,7 +36,16 @@ def _verdict(label: str) -> str:
     return f'<span class="verdict v-{escape(label)}">{escape(label)}</span>'
 
 
-def render_html(started: RunStarted | None, finished: RunFinished) -> str:
+def _href(target: str, base: Path | None) -> str:
+    """``target`` as a link from a page in ``base`` (relative, so the folder can move)."""
+    if base is None:
+        return Path(target).as_uri()
+    return Path(os.path.relpath(target, base)).as_posix()
+
+
+def render_html(started: RunStarted | None, finished: RunFinished,
+                base: Path | None = None) -> str:
+    """The page; ``base`` is the folder it is written to (links to traces are relative)."""
     records = finished.records
     overall = "failed" if finished.failed else "passed"
     parts = [
@@ -84,6 +94,9 @@ def render_html(started: RunStarted | None, finished: RunFinished) -> str:
             parts.append(f"<pre>{escape(chr(10).join(lines))}</pre>")
         if r.reproduce:
             parts.append(f'<p>Reproduce: <code class="reproduce">{escape(r.reproduce)}</code></p>')
+        if r.trace and (r.failed or r.findings):
+            parts.append(f'<p><a class="trace" href="{escape(_href(r.trace, base))}">frame '
+                         f"trace</a> (NDJSON: every frame sent and received)</p>")
         if r.event_types:
             items = "".join(
                 f"<li><code>#{i} {escape(t)}</code></li>" for i, t in enumerate(r.event_types)
@@ -105,4 +118,5 @@ class HtmlHandler:
             self.started = event
         elif isinstance(event, RunFinished):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(render_html(self.started, event), encoding="utf-8")
+            self.path.write_text(render_html(self.started, event, self.path.parent.resolve()),
+                                 encoding="utf-8")

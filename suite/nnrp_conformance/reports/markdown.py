@@ -88,6 +88,8 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
             out += ["```", ""]
             if r.reproduce:
                 out += ["Reproduce:", "", "```sh", r.reproduce, "```", ""]
+            if r.trace:
+                out += [f"Frame trace: `{r.trace}`", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

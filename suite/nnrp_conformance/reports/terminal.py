@@ -91,6 +91,9 @@ def render_summary(
         if r.reproduce:
             console.print(f"  reproduce: {r.reproduce}", markup=False, highlight=False,
                           soft_wrap=True)
+        if r.trace:
+            console.print(f"  frame trace: {r.trace}", markup=False, highlight=False,
+                          soft_wrap=True)
     for r in records:
         if verdict_label(r) not in ("non-strict", "informational"):
             continue

@@ -118,6 +118,18 @@ def decode_json_object(raw: bytes, *, what: str) -> dict[str, Any]:
 # --- request -----------------------------------------------------------------------------
 
 
+def submit_frames(
+    envelope: dict[str, Any] | bytes | None = None,
+    frames: list[RawFrame] | tuple[RawFrame, ...] | None = None,
+) -> tuple[RawFrame, ...]:
+    """The typed frames of a FRAME_SUBMIT: one spec frame carrying ``envelope`` (dict -> JSON,
+    bytes as-is), or exactly ``frames`` when given (for malformed-frame tests)."""
+    if frames is not None:
+        return tuple(frames)
+    payload = envelope if isinstance(envelope, bytes | bytearray) else dump_json(envelope)
+    return (RawFrame(bytes(payload)),)
+
+
 def build_submit(
     operation_id: int,
     frame_id: int,
@@ -125,11 +137,8 @@ def build_submit(
     *,
     frames: list[RawFrame] | tuple[RawFrame, ...] | None = None,
 ) -> SubmitRequest:
-    """FRAME_SUBMIT with one spec typed frame carrying ``envelope`` (dict -> JSON, bytes as-is),
-    or exactly ``frames`` when given (for malformed-frame tests)."""
-    if frames is None:
-        payload = envelope if isinstance(envelope, bytes | bytearray) else dump_json(envelope)
-        frames = (RawFrame(bytes(payload)),)
+    """FRAME_SUBMIT with the typed frames of :func:`submit_frames`."""
+    frames = submit_frames(envelope, frames)
     return SubmitRequest.typed_payload(
         TypedPayloadSubmitInput(
             identity=SubmitIdentity(operation_id=operation_id, frame_id=frame_id),
