@@ -113,6 +113,14 @@ PAGES: tuple[Page, ...] = (
         "The release gate's verdict over its five conditions.",
     ),
     Page(
+        "reference/baseline.md",
+        "Baseline",
+        ("baseline",),
+        "Accepted failures (`--nnrp-baseline FILE`, YAML or JSON): one waiver per recipe and "
+        "rule, with a reason and an expiry date ([Accepted failures](../pytest-plugin.md"
+        "#accepted-failures-the-baseline)).",
+    ),
+    Page(
         "reference/release-policy.md",
         "Release policy",
         ("release-policy",),

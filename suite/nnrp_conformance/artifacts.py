@@ -28,6 +28,8 @@ class Artifacts:
     report_html: Path | None
     #: the default folder, when the run writes there (it is kept out of version control)
     default_dir: Path | None = None
+    #: the run's event stream as NDJSON (``reports/ndjson.py``)
+    report_ndjson: Path | None = None
 
     def prepare(self) -> None:
         """Make the default folder ignorable before anything lands in it."""
@@ -36,7 +38,8 @@ class Artifacts:
 
     def written(self) -> list[str]:
         out = [str(self.plan), str(self.results)]
-        out += [str(p) for p in (self.report_md, self.report_html) if p is not None]
+        out += [str(p) for p in (self.report_md, self.report_html, self.report_ndjson)
+                if p is not None]
         return out
 
 

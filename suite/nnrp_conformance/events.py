@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nnrp_conformance import contract
 from nnrp_conformance.findings import Finding
 from nnrp_conformance.jsonsafe import jsonable
+from nnrp_conformance.rules import VERDICT_WAIVED
 
 if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
@@ -77,9 +78,15 @@ class CaseRecord:
         return self.outcome == contract.OUTCOME_SKIPPED
 
     @property
+    def waived(self) -> bool:
+        """A failure a baseline accepts (``baseline.py``): reported, never a pass."""
+        return self.verdict == VERDICT_WAIVED
+
+    @property
     def blocking(self) -> bool:
-        """A failure that fails the run: every selected case, mandatory or optional (strict)."""
-        return self.failed and self.selection == contract.SEL_SELECTED
+        """A failure that fails the run: every selected case, mandatory or optional (strict),
+        unless a baseline waives it."""
+        return self.failed and self.selection == contract.SEL_SELECTED and not self.waived
 
     @classmethod
     def from_result(cls, result: CaseResult) -> CaseRecord:
@@ -154,6 +161,8 @@ class RunStarted:
     model_id: str | None = None
     capabilities: Mapping[str, Any] | None = None
     started_at: float = field(default_factory=time.time)
+    #: what the run tests with what (``metadata.run_metadata``)
+    metadata: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +183,8 @@ class RunFinished:
     records: Sequence[CaseRecord]
     duration_s: float
     interrupted: bool = False
+    #: expired and stale waivers of the run's baseline (``baseline.py``)
+    baseline_problems: tuple[str, ...] = ()
 
     @property
     def failed(self) -> list[CaseRecord]:

@@ -75,6 +75,12 @@ class RunOptions:
     report: Path | None = None
     #: write each case's frame trace as NDJSON into this folder (``trace.py``)
     trace_dir: Path | None = None
+    #: write the run's event stream as NDJSON here (``reports/ndjson.py``)
+    report_ndjson: Path | None = None
+    #: accepted failures (``baseline.py``); with ``baseline_update`` the file is rewritten
+    #: from the run
+    baseline: Path | None = None
+    baseline_update: bool = False
     base_dir: Path = field(default_factory=Path.cwd)
 
     def artifacts(self) -> Artifacts:
@@ -87,7 +93,9 @@ class RunOptions:
         if self.report is not None:
             md, html = report_paths(absolute(self.report))
         default_dir = results.parent if self.results is None else None
-        return Artifacts(results, plan, results.parent / "evidence", md, html, default_dir)
+        ndjson = absolute(self.report_ndjson) if self.report_ndjson is not None else None
+        return Artifacts(results, plan, results.parent / "evidence", md, html, default_dir,
+                         ndjson)
 
     def shown(self, path: Path | str) -> str:
         """A path as the run's documents name it: relative to the directory the run started

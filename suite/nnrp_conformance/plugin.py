@@ -248,8 +248,9 @@ class NnrpConformancePlugin:
             return
         art = self.options.artifacts()
         fill_not_run(self.core.plan, self.bus)  # deselected (-k/-m/--lf) or never reached
-        self.finished = RunFinished(self.bus.ordered_records(), time.monotonic() - self.begin,
-                                    interrupted=session.shouldstop is not False)
+        self.finished = self.core.finish(self.bus.ordered_records(),
+                                         time.monotonic() - self.begin,
+                                         interrupted=session.shouldstop is not False)
         self.bus.emit(self.finished)
         self.bus.close()
         self.problems += [str(e) for e in self.bus.errors]
@@ -265,7 +266,7 @@ class NnrpConformancePlugin:
         tw = terminalreporter._tw
         console = summary_console(buffer, color=tw.hasmarkup, width=tw.fullwidth)
         render_summary(console, self.finished.records, started=self.bus.run_started,
-                       written=self.written)
+                       written=self.written, baseline_problems=self.finished.baseline_problems)
         terminalreporter.section("nnrp-conformance summary")
         terminalreporter.write(buffer.getvalue())
         for problem in self.problems:
@@ -317,6 +318,9 @@ class RecipeItem(pytest.Item):
         except SetupError as exc:
             pytest.fail(str(exc), pytrace=False)
         self.record = record = core.record(self.case, result)
+        if record.waived:
+            rules = ", ".join(sorted({f.rule for f in record.findings}))
+            pytest.xfail(f"waived by the baseline ({rules})")
         if record.failed:
             raise RecipeFailure(record)
         if record.skipped:

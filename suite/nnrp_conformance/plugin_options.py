@@ -59,6 +59,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "named by PATH)", metavar="PATH")
     add("--nnrp-plan", "nnrp_plan", "execution plan JSON (default: execution-plan.json beside "
         "the case results)", metavar="PATH")
+    add("--nnrp-report-ndjson", "nnrp_report_ndjson", "write the run's event stream, one JSON "
+        "object per event, to PATH", metavar="PATH")
+    add("--nnrp-baseline", "nnrp_baseline", "accepted failures (recipe, rule, reason, "
+        "expiry): a matched failure reads 'waived' and does not fail the run", metavar="FILE")
+    add("--nnrp-baseline-update", "nnrp_baseline_update", "rewrite the --nnrp-baseline file "
+        "from this run's failures", ini_type="bool", action="store_true")
     add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
         "into DIR/CASE_ID.ndjson", metavar="DIR")
 
@@ -109,6 +115,9 @@ def _options(config: pytest.Config) -> RunOptions | None:
         v = _value(config, name)
         return None if v is None else base / Path(v)
 
+    if _value(config, "nnrp_baseline_update") and not _value(config, "nnrp_baseline"):
+        raise pytest.UsageError("--nnrp-baseline-update needs --nnrp-baseline FILE (the file "
+                                "to write)")
     return RunOptions(
         target=str(target),
         manifest=base / Path(manifest),
@@ -126,5 +135,8 @@ def _options(config: pytest.Config) -> RunOptions | None:
         plan=path("nnrp_plan"),
         report=path("nnrp_report"),
         trace_dir=path("nnrp_trace"),
+        report_ndjson=path("nnrp_report_ndjson"),
+        baseline=path("nnrp_baseline"),
+        baseline_update=bool(_value(config, "nnrp_baseline_update")),
         base_dir=base,
     )

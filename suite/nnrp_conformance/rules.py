@@ -27,6 +27,7 @@ __all__ = [
     "LEVEL_PASSED",
     "TAG_PROFILE",
     "TAG_RECOMMENDATION",
+    "VERDICT_WAIVED",
     "Rule",
     "case_level",
     "finding_level",
@@ -43,6 +44,8 @@ LEVEL_FAILED = "failed"
 LEVEL_INFORMATIONAL = "informational"
 #: verdict levels, worst first
 LEVELS = (LEVEL_FAILED, LEVEL_NON_STRICT, LEVEL_INFORMATIONAL, LEVEL_PASSED)
+#: a case's verdict (not a finding's level) when a baseline waives its failure (baseline.py)
+VERDICT_WAIVED = "waived"
 
 _FILE = Path(__file__).with_name("rulebook.json")
 

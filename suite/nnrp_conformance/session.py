@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import functools
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from nnrp_conformance import contract, runner
 from nnrp_conformance.artifacts import Artifacts, write_json
+from nnrp_conformance.baseline import (
+    Baseline,
+    BaselineError,
+    load_baseline,
+    updated_baseline,
+    write_baseline,
+)
 from nnrp_conformance.events import (
     CaseFinished,
     CaseRecord,
@@ -38,6 +46,7 @@ from nnrp_conformance.events import (
     RunStarted,
 )
 from nnrp_conformance.manifest import ManifestError, load_manifest
+from nnrp_conformance.metadata import run_metadata
 from nnrp_conformance.options import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -98,6 +107,7 @@ class ConformanceCore:
         self.recipes: list[Any] | None = None
         self.plan: Any = None
         self.model_id: str | None = None
+        self.baseline: Baseline | None = None
         self._client: Any = None
         self._portal: BlockingPortal | None = None
         # run-level liveness: the operations in a row the endpoint answered with no frame,
@@ -191,6 +201,21 @@ class ConformanceCore:
             raise SetupError(f"invalid manifest:\n{_problems_text(exc)}") from None
         return self.manifest
 
+    def load_baseline(self) -> Baseline | None:
+        """The accepted failures (``--nnrp-baseline``); a file that does not exist yet is an
+        empty baseline when the run is to write it (``--nnrp-baseline-update``)."""
+        path = self.options.baseline
+        if path is None:
+            return None
+        if self.options.baseline_update and not path.exists():
+            self.baseline = Baseline(path, [])
+            return self.baseline
+        try:
+            self.baseline = load_baseline(path)
+        except BaselineError as exc:
+            raise SetupError(f"invalid baseline: {exc}") from None
+        return self.baseline
+
     def load_recipes(self) -> list[Any]:
         try:
             self.recipes = load_recipes(list(self.options.recipes) if self.options.recipes
@@ -235,11 +260,12 @@ class ConformanceCore:
 
     def prepare(self, capabilities: Mapping[str, Any] | None = None, *,
                 fetch: bool = True, write: bool = True) -> Any:
-        """The one set-up sequence every face runs: manifest, recipes, the capability
-        document (``capabilities`` when the caller has it, else, with ``fetch``, fetched from
+        """The one set-up sequence every face runs: the baseline (if any), manifest, recipes,
+        the capability document (``capabilities`` when the caller has it, else, with ``fetch``, fetched from
         the target when there is one: a broken discovery operation is kept in
         ``capabilities_error``, an unreachable target raises :class:`TargetError`), the plan,
         and, with ``write``, the plan written."""
+        self.load_baseline()
         self.load_manifest()
         self.load_recipes()
         if capabilities is None and fetch and self.options.target:
@@ -277,7 +303,15 @@ class ConformanceCore:
             manifest_path=self.options.shown(self.options.manifest) if self.options.manifest else None,
             model_id=self.model_id,
             capabilities=self.capabilities,
+            metadata=self.metadata(),
         )
+
+    def metadata(self) -> dict[str, Any]:
+        """What this run tests with what (``metadata.py``), once the plan is built."""
+        return run_metadata(target=self.options.target, manifest=self.options.manifest,
+                            recipes=self.recipes or (), model_id=self.model_id,
+                            adapter=getattr(self.plan, "adapter", None),
+                            capabilities=self.capabilities)
 
     # --- cases -------------------------------------------------------------------------
     def record(self, case: Any, result: Any) -> CaseRecord:
@@ -285,6 +319,8 @@ class ConformanceCore:
         written; a failed or non-strict case carries the command that re-runs just it
         (``reproduce.py``). Both go in the record and in the case's diagnostics."""
         rec = CaseRecord.from_result(result)
+        if self.baseline is not None:
+            rec = self.baseline.apply(rec, dt.date.today())
         added: dict[str, Any] = {}
         trace_path = None
         if getattr(result, "trace", None) is not None and self.options.trace_dir is not None:
@@ -301,6 +337,25 @@ class ConformanceCore:
                                                     **added}}
         return dataclasses.replace(rec, reproduce=command, upstream=upstream,
                                    trace=None if trace_path is None else str(trace_path))
+
+    def finish(self, records: Sequence[CaseRecord], duration_s: float,
+               interrupted: bool = False) -> RunFinished:
+        """The run's end: the baseline's expired and stale waivers, and with
+        ``--nnrp-baseline-update`` the baseline rewritten from the run (not after an
+        interrupted run: it would drop the waivers of the cases that never ran)."""
+        problems: tuple[str, ...] = ()
+        if self.baseline is not None:
+            today = dt.date.today()
+            if self.options.baseline_update and not interrupted:
+                waivers = updated_baseline(self.baseline, records, today)
+                try:
+                    write_baseline(self.baseline.path, waivers)
+                except OSError as exc:
+                    raise SetupError(f"cannot write the baseline {self.baseline.path}: "
+                                     f"{exc.strerror or exc}") from None
+                self.baseline = Baseline(self.baseline.path, waivers)
+            problems = tuple(self.baseline.problems(records, today))
+        return RunFinished(records, duration_s, interrupted, problems)
 
     def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
         """Run one planned case; a case the plan did not select comes back as a skipped
@@ -387,7 +442,7 @@ def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
     except KeyboardInterrupt:
         interrupted = True
     fill_not_run(core.plan, bus)
-    finished = RunFinished(bus.ordered_records(), time.monotonic() - begin, interrupted)
+    finished = core.finish(bus.ordered_records(), time.monotonic() - begin, interrupted)
     bus.emit(finished)
     return finished
 

@@ -30,6 +30,7 @@ EXPECTED_NAMES = sorted(
         "benchmark-results",
         "rulebook",
         "release-policy",
+        "baseline",
     ]
 )
 

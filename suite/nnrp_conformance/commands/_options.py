@@ -77,6 +77,16 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="fail on non-strict findings too (recommendations not followed)")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
                         help="write PATH.md and PATH.html (or the .md/.html pair named by PATH)")
+    parser.add_argument("--report-ndjson", "--nnrp-report-ndjson", dest="report_ndjson",
+                        type=Path, metavar="PATH",
+                        help="write the run's event stream, one JSON object per event, to PATH")
+    parser.add_argument("--baseline", "--nnrp-baseline", dest="baseline", type=Path,
+                        metavar="FILE",
+                        help="accepted failures (recipe, rule, reason, expiry): a matched "
+                             "failure reads 'waived' and does not fail the run")
+    parser.add_argument("--baseline-update", "--nnrp-baseline-update", dest="baseline_update",
+                        action="store_true",
+                        help="rewrite the --baseline file from this run's failures")
     parser.add_argument("--trace", "--nnrp-trace", dest="trace", type=Path, metavar="DIR",
                         help="write each case's frames (sent and received) as NDJSON into "
                              "DIR/CASE_ID.ndjson")
@@ -89,6 +99,8 @@ def _absolute(path: Path | None, base: Path) -> Path | None:
 def options_from_args(args: argparse.Namespace) -> RunOptions:
     """Raises SetupError for values argparse cannot check (KEY=VALUE)."""
     base = Path.cwd()
+    if getattr(args, "baseline_update", False) and getattr(args, "baseline", None) is None:
+        raise SetupError("--baseline-update needs --baseline FILE (the file to write)")
     return RunOptions(
         target=args.target,
         manifest=args.manifest,
@@ -106,6 +118,9 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         plan=args.plan,
         report=getattr(args, "report", None),
         trace_dir=_absolute(getattr(args, "trace", None), base),
+        report_ndjson=getattr(args, "report_ndjson", None),
+        baseline=_absolute(getattr(args, "baseline", None), base),
+        baseline_update=bool(getattr(args, "baseline_update", False)),
         base_dir=base,
     )
 

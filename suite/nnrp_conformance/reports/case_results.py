@@ -19,13 +19,21 @@ __all__ = ["CaseResultsHandler", "case_results_document"]
 
 
 def case_results_document(started: RunStarted, records: Sequence[CaseRecord]) -> dict[str, Any]:
-    """The upstream document: profile, schema_version, adapter, one result per case in order."""
+    """The upstream document: profile, schema_version, adapter, one result per case in order;
+    each result's ``diagnostics.run`` says what the run tested with what (``metadata.py``:
+    the upstream document has no other open place, and so every result stands on its own)."""
+    results = []
+    for r in records:
+        item = dict(r.upstream)
+        if started.metadata:
+            item["diagnostics"] = {**item.get("diagnostics", {}), "run": dict(started.metadata)}
+        results.append(item)
     return {
         "$schema": validation.schema_uri("case-results"),
         "profile": started.profile,
         "schema_version": started.schema_version,
         "adapter": started.adapter,
-        "results": [dict(r.upstream) for r in records],
+        "results": results,
     }
 
 

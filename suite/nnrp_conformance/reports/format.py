@@ -59,17 +59,21 @@ def reason_text(record: CaseRecord, width: int | None = None) -> str:
 
 
 def counts(records: Iterable[CaseRecord]) -> dict[str, int]:
-    out = {"passed": 0, "failed": 0, "skipped": 0}
+    """Cases per outcome; a waived failure counts as ``waived``, not as failed or passed."""
+    out = {"passed": 0, "failed": 0, "skipped": 0, "waived": 0}
     for r in records:
-        out[r.outcome] = out.get(r.outcome, 0) + 1
+        key = "waived" if r.waived else r.outcome
+        out[key] = out.get(key, 0) + 1
     return out
 
 
 def summary_line(records: Sequence[CaseRecord]) -> str:
-    """'N passed, N failed, N skipped' (the plain closing line CI readers understand), then
+    """'N passed, N failed[, N waived], N skipped' (the plain closing line CI readers
+    understand), then
     how many of the passed were non-strict or informational."""
     c = counts(records)
-    line = f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+    waived = f", {c['waived']} waived" if c["waived"] else ""
+    line = f"{c['passed']} passed, {c['failed']} failed{waived}, {c['skipped']} skipped"
     notes = [f"{n} {label}" for label in ("non-strict", "informational")
              if (n := sum(1 for r in records if verdict_label(r) == label))]
     return line + (f" ({', '.join(notes)})" if notes else "")

@@ -21,7 +21,7 @@ _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#1b1f24}
 h1{font-size:1.4rem;margin-bottom:.3rem}
 .verdict{font-weight:700;padding:.2rem .6rem;border-radius:.3rem;display:inline-block}
-.v-passed{background:#dafbe1;color:#116329}.v-failed{background:#ffebe9;color:#a40e26}
+.v-passed{background:#dafbe1;color:#116329}.v-failed{background:#ffebe9;color:#a40e26}.v-waived{background:#ddf4ff;color:#0a3069}
 .v-skipped{background:#fff8c5;color:#7d4e00}
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}
 th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;vertical-align:top}
@@ -60,8 +60,12 @@ def render_html(started: RunStarted | None, finished: RunFinished,
     ]
     parts += [f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in run_facts(
         started, finished)]
+    parts.append("</table>")
+    if finished.baseline_problems:
+        parts.append("<h2>Baseline</h2><ul>")
+        parts += [f"<li>{escape(p)}</li>" for p in finished.baseline_problems]
+        parts.append("</ul>")
     parts += [
-        "</table>",
         "<h2>Recipes</h2>",
         "<table><tr><th>recipe</th><th>verdict</th><th>level</th><th>status</th>"
         "<th>events</th><th>duration</th><th>reason</th></tr>",
@@ -92,6 +96,9 @@ def render_html(started: RunStarted | None, finished: RunFinished,
                 lines.append(r.message)
             lines += findings_block(r)
             parts.append(f"<pre>{escape(chr(10).join(lines))}</pre>")
+        for w in r.upstream.get("diagnostics", {}).get("waived", []):
+            parts.append(f"<p>Waived: <code>{escape(w['rule'])}</code> until "
+                         f"{escape(w['expires'])}: {escape(w['reason'])}</p>")
         if r.reproduce:
             parts.append(f'<p>Reproduce: <code class="reproduce">{escape(r.reproduce)}</code></p>')
         if r.trace and (r.failed or r.findings):

@@ -18,7 +18,8 @@ from nnrp_conformance.reports.format import (
 __all__ = ["MarkdownHandler", "render_markdown"]
 
 _ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped",
-          "non-strict": "⚠️ non-strict", "informational": "ℹ️ informational"}
+          "non-strict": "⚠️ non-strict", "informational": "ℹ️ informational",
+          "waived": "🔕 waived"}
 
 
 def _cell(text: object) -> str:
@@ -37,6 +38,12 @@ def run_facts(started: RunStarted | None, finished: RunFinished) -> list[tuple[s
             ("plan", started.plan_path or "-"),
             ("started", time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started.started_at))),
         ]
+        meta = started.metadata or {}
+        facts += [(label, str(meta[key])) for key, label in (
+            ("transport", "transport"), ("suite_version", "suite version"),
+            ("nnrp_py_version", "nnrp-py version"), ("python", "Python"),
+            ("manifest_digest", "manifest digest"), ("recipe_set_digest", "recipe set digest"),
+        ) if meta.get(key) is not None]
     facts.append(("duration", f"{finished.duration_s:.2f}s"))
     facts.append(("result", summary_line(finished.records)))
     return facts
@@ -71,9 +78,13 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
             )
             + " |"
         )
-    failed = [r for r in records if r.failed]
+    failed = [r for r in records if r.failed and not r.waived]
+    waived = [r for r in records if r.waived]
     noted = [r for r in records if verdict_label(r) in ("non-strict", "informational")]
-    for title, group in (("Failures", failed), ("Non-strict and informational", noted)):
+    if finished.baseline_problems:
+        out += ["", "## Baseline", ""] + [f"- {p}" for p in finished.baseline_problems]
+    for title, group in (("Failures", failed), ("Waived (accepted by the baseline)", waived),
+                         ("Non-strict and informational", noted)):
         if not group:
             continue
         out += ["", f"## {title}", ""]
@@ -86,6 +97,8 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
                 out.append(r.message)
             out += findings_block(r)
             out += ["```", ""]
+            for w in r.upstream.get("diagnostics", {}).get("waived", []):
+                out += [f"Waived: `{w['rule']}` until {w['expires']}: {w['reason']}", ""]
             if r.reproduce:
                 out += ["Reproduce:", "", "```sh", r.reproduce, "```", ""]
             if r.trace:

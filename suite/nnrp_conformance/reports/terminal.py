@@ -39,7 +39,7 @@ def summary_console(file: object = None, *, color: bool | None = None,
     return Console(**kwargs)
 
 _STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow", "non-strict": "magenta",
-           "informational": "cyan"}
+           "informational": "cyan", "waived": "blue"}
 
 
 def _table(records: Sequence[CaseRecord], title: str, width: int) -> Table:
@@ -73,6 +73,7 @@ def render_summary(
     *,
     started: RunStarted | None = None,
     written: Sequence[str] = (),
+    baseline_problems: Sequence[str] = (),
 ) -> None:
     """Print the whole summary (table, failure details, artifacts, counts) to ``console``."""
     title = "NNRP openai-compatible/1 conformance"
@@ -81,7 +82,14 @@ def render_summary(
         if started.target:
             title += f" @ {started.target}"
     console.print(_table(records, title, console.width), crop=False)
-    failed = [r for r in records if r.failed]
+    meta = (started.metadata if started is not None else None) or {}
+    if meta:
+        console.print(
+            f"transport {meta.get('transport') or '-'} · suite {meta.get('suite_version')} · "
+            f"nnrp-py {meta.get('nnrp_py_version') or '-'} · Python {meta.get('python')} · "
+            f"recipe set {str(meta.get('recipe_set_digest'))[:19]}…",
+            markup=False, highlight=False, style="dim")
+    failed = [r for r in records if r.failed and not r.waived]
     for r in failed:
         console.print(Text(f"FAILED {r.id} ({r.status})", style="bold red"))
         if not r.findings and r.message:
@@ -101,9 +109,18 @@ def render_summary(
                            style=_STYLES[verdict_label(r)]))
         for line in findings_block(r):
             console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+    for r in records:
+        if r.waived:
+            waivers = r.upstream.get("diagnostics", {}).get("waived", [])
+            console.print(Text(f"WAIVED {r.id} ({r.status})", style=_STYLES["waived"]))
+            for w in waivers:
+                console.print(f"  [{w['rule']}] until {w['expires']}: {w['reason']}",
+                              markup=False, highlight=False, soft_wrap=True)
+    for problem in baseline_problems:
+        console.print(Text(f"BASELINE {problem}", style="yellow"))
     for path in written:
         console.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
-    style = "bold red" if failed else "bold green"
+    style = "bold red" if [r for r in failed if r.blocking] else "bold green"
     console.print(Text(summary_line(records), style=style))
 
 
@@ -134,4 +151,5 @@ class TerminalHandler:
                 line.append(f" ({r.duration_s:.2f}s)")
             self.console.print(line)
         elif isinstance(event, RunFinished):
-            render_summary(self.console, event.records, started=self.started, written=self.written)
+            render_summary(self.console, event.records, started=self.started, written=self.written,
+                           baseline_problems=event.baseline_problems)

@@ -1,0 +1,117 @@
+"""Several runs' case results as one: one column per run (a replica, a transport, a version),
+one row per recipe, and where the runs disagree.
+
+:func:`load_run` reads one case-results document (schema-checked; errors name the file);
+:func:`merge_runs` lines the runs up. A run is named by its ``diagnostics.run`` metadata
+(target and transport, ``metadata.py``) or, for results written before runs carried it, by
+its file. The merged verdict passes only when no run has a failed case. Called out:
+
+* a recipe with different outcomes among the runs that ran it;
+* runs whose capability documents, manifests or recipe sets differ (digests), since their
+  verdicts then answer different questions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nnrp_conformance import contract, validation
+from nnrp_conformance.metadata import run_label
+
+__all__ = ["MergeError", "MergedRuns", "RunResults", "load_run", "merge_runs"]
+
+#: the metadata digests that must agree for runs to be comparable, with their names
+DIGESTS = (("capabilities_digest", "capability document"), ("manifest_digest", "manifest"),
+           ("recipe_set_digest", "recipe set"))
+
+
+class MergeError(ValueError):
+    """A case-results file that cannot be merged; the message names it."""
+
+
+@dataclass(frozen=True)
+class RunResults:
+    path: Path
+    label: str
+    metadata: dict[str, Any]
+    outcomes: dict[str, str]  # recipe id -> passed / failed / skipped
+    adapter: str
+
+    @property
+    def failed(self) -> list[str]:
+        return [i for i, o in self.outcomes.items() if o == contract.OUTCOME_FAILED]
+
+
+@dataclass
+class MergedRuns:
+    runs: list[RunResults]
+    recipes: list[str]
+    disagreements: dict[str, dict[str, str]] = field(default_factory=dict)
+    mismatched: list[str] = field(default_factory=list)  # "capability document: a vs b, c"
+
+    @property
+    def passed(self) -> bool:
+        return all(not r.failed for r in self.runs)
+
+    @property
+    def exit_code(self) -> int:
+        return contract.EXIT_OK if self.passed else contract.EXIT_FAILED
+
+
+def load_run(path: Path) -> RunResults:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise MergeError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise MergeError(f"{path}: not JSON: {exc}") from None
+    problems = validation.validate("case-results", doc)
+    if problems:
+        first = problems[0]
+        raise MergeError(f"{path}: not a case-results document: {first.pointer or '/'}: "
+                         f"{first.message}")
+    results = doc["results"]
+    meta: dict[str, Any] = {}
+    for r in results:
+        run = (r.get("diagnostics") or {}).get("run")
+        if isinstance(run, dict):
+            meta = run
+            break
+    label = run_label(meta) if meta.get("target") else str(path)
+    return RunResults(path, label, meta, {r["id"]: r["outcome"] for r in results},
+                      doc["adapter"])
+
+
+def merge_runs(paths: Sequence[Path]) -> MergedRuns:
+    if len(paths) < 2:
+        raise MergeError("merge needs at least two case-results files")
+    runs = [load_run(Path(p)) for p in paths]
+    seen: dict[str, int] = {}
+    for i, run in enumerate(runs):  # two runs of one target (two versions): number them
+        n = seen[run.label] = seen.get(run.label, 0) + 1
+        if n > 1:
+            runs[i] = RunResults(run.path, f"{run.label} #{n}", run.metadata, run.outcomes,
+                                 run.adapter)
+    recipes: list[str] = []
+    for run in runs:
+        recipes += [i for i in run.outcomes if i not in recipes]
+    merged = MergedRuns(runs, recipes)
+    for recipe in recipes:
+        ran = {r.label: r.outcomes[recipe] for r in runs
+               if r.outcomes.get(recipe, contract.OUTCOME_SKIPPED) != contract.OUTCOME_SKIPPED}
+        if len(set(ran.values())) > 1:
+            merged.disagreements[recipe] = ran
+    for key, what in DIGESTS:
+        groups: dict[str, list[str]] = {}
+        for run in runs:
+            digest = run.metadata.get(key)
+            if digest:
+                groups.setdefault(str(digest), []).append(run.label)
+        if len(groups) > 1:
+            merged.mismatched.append(
+                f"{what} differs: " + " vs ".join(", ".join(labels) for labels in groups.values()))
+    return merged
