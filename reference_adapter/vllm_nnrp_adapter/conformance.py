@@ -31,6 +31,7 @@ from .benchmark import proc_cpu
 from .processes import (
     _process_tree,
     listening_tcp_ports,
+    shm_files_in_use,
     stop_process_group,
 )
 from .settings import ENV_LISTEN, ENV_PREFIX, default_manifest_path
@@ -187,6 +188,8 @@ class AdapterProcess:
     # every pid seen in the adapter's process tree once it served: a process that dies before
     # stop (a killed engine core) still gets its shared-memory files removed
     _seen_pids: set[int] = field(default_factory=set)
+    # and the /dev/shm files that tree held once it served (processes.stop_process_group)
+    _seen_shm: set[Path] = field(default_factory=set)
 
     @property
     def address(self) -> str:
@@ -283,6 +286,7 @@ class AdapterProcess:
         self.info = json.loads(ready.read_text(encoding="utf-8"))
         self.started_in_s = time.monotonic() - t0
         self._seen_pids.update(_process_tree(self._proc.pid))
+        self._seen_shm.update(shm_files_in_use(self._seen_pids))
         return self
 
     def rss_bytes(self) -> int:
@@ -313,7 +317,8 @@ class AdapterProcess:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        code = stop_process_group(proc, timeout, known_pids=self._seen_pids)
+        code = stop_process_group(proc, timeout, known_pids=self._seen_pids,
+                                  known_shm=self._seen_shm)
         if self._tmp is not None:
             (self._tmp / "ready.json").unlink(missing_ok=True)
             shutil.rmtree(self._tmp / "rpc", ignore_errors=True)  # vLLM's ZMQ sockets

@@ -14,17 +14,23 @@ from pathlib import Path
 __all__ = ["listening_tcp_ports", "remove_leftovers", "shm_files_in_use", "stop_process_group"]
 
 def stop_process_group(
-    proc: subprocess.Popen, timeout: float = 60.0, *, known_pids: Iterable[int] = ()
+    proc: subprocess.Popen,
+    timeout: float = 60.0,
+    *,
+    known_pids: Iterable[int] = (),
+    known_shm: Iterable[Path] = (),
 ) -> int | None:
     """SIGTERM a child started with ``start_new_session``, then end what is left of its group.
 
     The group is ours (the child leads it), so nothing it started, such as vLLM's engine core,
     outlives it. Then the shared-memory files of the stopped processes go
-    (:func:`remove_leftovers`): those of the tree as it is now and of ``known_pids``, processes
-    seen earlier that may have died before (a killed engine core).
+    (:func:`remove_leftovers`): those of the tree as it is now, of ``known_pids`` (processes
+    seen earlier that may have died before: a killed engine core), and ``known_shm``, files the
+    tree held when it was seen earlier (a killed engine core's ``psm_*`` segment, 160 MiB, is
+    named after no pid and held by nobody once it is dead).
     """
     pids = set(known_pids) | set(_process_tree(proc.pid))
-    shm = shm_files_in_use(pids)
+    shm = shm_files_in_use(pids) | set(known_shm)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):

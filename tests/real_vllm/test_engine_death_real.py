@@ -77,6 +77,9 @@ async def test_engine_killed_mid_stream(vllm_env, tmp_path, tmp_path_factory) ->
         with anyio.fail_after(DEATH_BOUND_S + 30):
             code = await anyio.to_thread.run_sync(proc.wait)
         exited = time.monotonic() - t0
+    # the killed engine core's shared memory (a psm_* segment named after no pid) is gone too
+    left = [p for p in adapter._seen_shm if p.exists()]
+    assert not left, f"shared-memory files of the stopped adapter left behind: {left}"
     log = (tmp_path / "adapter.log").read_text(errors="replace")
     print(f"\nengine death on vLLM {vllm_env['version']}: in-flight ends after "
           f"{', '.join(f'{s:.2f}' for s in ended)} s; adapter exit {code} after {exited:.2f} s; "
