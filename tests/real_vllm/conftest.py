@@ -6,9 +6,12 @@ not a skip: the real path must never silently drop out of the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,11 +22,73 @@ from vllm_nnrp_adapter.conformance import (
     tiny_model,
     vllm_python,
 )
+from vllm_nnrp_adapter.processes import shm_files_in_use
 
 VERSIONS = (LOWER_BOUND_TESTED, CURRENT_LINE_TESTED)
 REPO = Path(__file__).resolve().parents[2]
 # Engine start-up, the tiny model and vLLM's warm-up run inside the first test of a module.
 REAL_VLLM_TIMEOUT_S = 900
+
+
+SHM = Path("/dev/shm")
+#: shared-memory files vLLM's processes make: the OpenMP runtime's registration, the engine's
+#: ring buffer and multiprocessing's named semaphores
+SHM_PATTERNS = ("__KMP_REGISTERED_LIB_*", "psm_*", "sem.mp-*")
+SHM_LEFT: list[tuple[str, list[str]]] = []  # (test id, files it left and this session removed)
+
+
+def _vllm_shm_files() -> set[Path]:
+    return {p for pattern in SHM_PATTERNS for p in SHM.glob(pattern)}
+
+
+def _orphaned(paths: set[Path]) -> set[Path]:
+    """Those of ``paths`` no live process holds (a registration names its dead pid)."""
+    held = shm_files_in_use(int(e) for e in os.listdir("/proc") if e.isdigit())
+    out = set()
+    for path in paths:
+        if path in held:
+            continue
+        if path.name.startswith("__KMP_REGISTERED_LIB_"):
+            pid = path.name.removeprefix("__KMP_REGISTERED_LIB_").split("_")[0]
+            if pid.isdigit() and Path(f"/proc/{pid}").exists():
+                continue  # the process lives: it removes its own at exit
+        out.add(path)
+    return out
+
+
+def _sweep(before: set[Path], who: str) -> None:
+    left = _orphaned(_vllm_shm_files() - before)
+    for path in left:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    if left:
+        SHM_LEFT.append((who, sorted(p.name for p in left)))
+
+
+@pytest.fixture(autouse=True)
+def no_shared_memory_left_by_a_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every vLLM process a test starts is the test's: shared-memory files it made that no live
+    process holds once the test is over are removed, and named in the run's summary with the
+    test that left them (the stop paths remove what they know of; this catches the rest)."""
+    before = _vllm_shm_files()
+    yield
+    _sweep(before, request.node.nodeid)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_shared_memory_left_by_a_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The same for a module's shared adapter, stopped after its last test (an autouse fixture
+    is set up before, and torn down after, the module's other fixtures)."""
+    before = _vllm_shm_files()
+    yield
+    _sweep(before, f"{request.node.nodeid} (module fixtures)")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if SHM_LEFT:
+        terminalreporter.section("shared memory left by real-vLLM tests (removed)")
+        for nodeid, names in SHM_LEFT:
+            terminalreporter.write_line(f"{nodeid}: {', '.join(names)}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
