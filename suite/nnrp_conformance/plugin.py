@@ -44,6 +44,7 @@ from nnrp_conformance.fixtures import (
 
 # pytest finds the hook here, in the module its pytest11 entry point names
 from nnrp_conformance.plugin_options import _options, pytest_addoption
+from nnrp_conformance.recording import case_record, fill_not_run, finish_run
 from nnrp_conformance.reports import CaseResultsHandler, file_handlers
 from nnrp_conformance.reports.format import event_runs, findings_block
 from nnrp_conformance.reports.terminal import render_summary, summary_console
@@ -51,7 +52,6 @@ from nnrp_conformance.session import (
     ConformanceCore,
     RunOptions,
     SetupError,
-    fill_not_run,
 )
 
 __all__ = [
@@ -248,9 +248,9 @@ class NnrpConformancePlugin:
             return
         art = self.options.artifacts()
         fill_not_run(self.core.plan, self.bus)  # deselected (-k/-m/--lf) or never reached
-        self.finished = self.core.finish(self.bus.ordered_records(),
-                                         time.monotonic() - self.begin,
-                                         interrupted=session.shouldstop is not False)
+        self.finished = finish_run(self.core, self.bus.ordered_records(),
+                                   time.monotonic() - self.begin,
+                                   interrupted=session.shouldstop is not False)
         self.bus.emit(self.finished)
         self.bus.close()
         self.problems += [str(e) for e in self.bus.errors]
@@ -317,7 +317,7 @@ class RecipeItem(pytest.Item):
             result = core.run_case(self.case)
         except SetupError as exc:
             pytest.fail(str(exc), pytrace=False)
-        self.record = record = core.record(self.case, result)
+        self.record = record = case_record(core, self.case, result)
         if record.waived:
             rules = ", ".join(sorted({f.rule for f in record.findings}))
             pytest.xfail(f"waived by the baseline ({rules})")

@@ -4,8 +4,9 @@ Owns: :meth:`ConformanceCore.prepare`, the one set-up sequence (manifest, recipe
 capability document, the plan, written), turning every bad input (manifest, recipes, an
 unreachable target) into one :class:`SetupError` whose message names the file and field,
 the long-lived anyio blocking portal that holds one client connection per process (pytest
-items and the CLI are synchronous), and running cases while emitting run events. The run's
-options are :mod:`.options`'s.
+items and the CLI are synchronous), and running one case. What a result becomes for the
+reports, the run loop and the run's end are :mod:`.recording`'s; the run's options are
+:mod:`.options`'s.
 
 Artifacts: the case results default to ``nnrp-conformance/case-results.json`` under the
 base directory (pytest's invocation directory, or the CLI's working directory); the plan
@@ -17,12 +18,10 @@ in ``.md``/``.html`` names one of the pair).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime as dt
 import functools
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +29,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from nnrp_conformance import contract, runner
 from nnrp_conformance.artifacts import Artifacts, write_json
-from nnrp_conformance.baseline import (
-    Baseline,
-    BaselineError,
-    load_baseline,
-    updated_baseline,
-    write_baseline,
-)
-from nnrp_conformance.events import (
-    CaseFinished,
-    CaseRecord,
-    CaseStarted,
-    EventBus,
-    RunFinished,
-    RunStarted,
-)
+from nnrp_conformance.baseline import Baseline, BaselineError, load_baseline
+from nnrp_conformance.events import RunStarted
 from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.metadata import run_metadata
 from nnrp_conformance.options import (
@@ -59,9 +45,6 @@ from nnrp_conformance.options import (
 )
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
-from nnrp_conformance.reproduce import reproduce_command
-from nnrp_conformance.rules import LEVEL_NON_STRICT
-from nnrp_conformance.trace import trace_file_name, write_trace
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -75,9 +58,7 @@ __all__ = [
     "SetupError",
     "TargetError",
     "default_model",
-    "fill_not_run",
     "parse_params",
-    "run_plan",
 ]
 
 def default_model(capabilities: Mapping[str, Any] | None) -> str | None:
@@ -314,49 +295,6 @@ class ConformanceCore:
                             capabilities=self.capabilities)
 
     # --- cases -------------------------------------------------------------------------
-    def record(self, case: Any, result: Any) -> CaseRecord:
-        """The reports' record of ``result``: with a frame trace asked for, where it was
-        written; a failed or non-strict case carries the command that re-runs just it
-        (``reproduce.py``). Both go in the record and in the case's diagnostics."""
-        rec = CaseRecord.from_result(result)
-        if self.baseline is not None:
-            rec = self.baseline.apply(rec, dt.date.today())
-        added: dict[str, Any] = {}
-        trace_path = None
-        if getattr(result, "trace", None) is not None and self.options.trace_dir is not None:
-            trace_path = write_trace(self.options.trace_dir / trace_file_name(case.id),
-                                     result.trace)
-            added["trace"] = self.options.shown(trace_path)
-        command = None
-        if rec.failed or rec.verdict == LEVEL_NON_STRICT:
-            command = reproduce_command(self.options, case.recipe.path, case.id, self.model_id)
-            added["reproduce"] = command
-        if not added:
-            return rec
-        upstream = {**rec.upstream, "diagnostics": {**rec.upstream.get("diagnostics", {}),
-                                                    **added}}
-        return dataclasses.replace(rec, reproduce=command, upstream=upstream,
-                                   trace=None if trace_path is None else str(trace_path))
-
-    def finish(self, records: Sequence[CaseRecord], duration_s: float,
-               interrupted: bool = False) -> RunFinished:
-        """The run's end: the baseline's expired and stale waivers, and with
-        ``--nnrp-baseline-update`` the baseline rewritten from the run (not after an
-        interrupted run: it would drop the waivers of the cases that never ran)."""
-        problems: tuple[str, ...] = ()
-        if self.baseline is not None:
-            today = dt.date.today()
-            if self.options.baseline_update and not interrupted:
-                waivers = updated_baseline(self.baseline, records, today)
-                try:
-                    write_baseline(self.baseline.path, waivers)
-                except OSError as exc:
-                    raise SetupError(f"cannot write the baseline {self.baseline.path}: "
-                                     f"{exc.strerror or exc}") from None
-                self.baseline = Baseline(self.baseline.path, waivers)
-            problems = tuple(self.baseline.problems(records, today))
-        return RunFinished(records, duration_s, interrupted, problems)
-
     def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
         """Run one planned case; a case the plan did not select comes back as a skipped
         result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
@@ -412,39 +350,6 @@ class ConformanceCore:
         finally:
             self._portal = None
             self._stack.close()
-
-
-NOT_RUN_REASON = "not run in this session (deselected or interrupted)"
-
-
-def fill_not_run(plan: Any, bus: EventBus) -> None:
-    """Give every plan case without a record a skipped one, so the case results always
-    hold one result per case and a partial run never passes for a complete one."""
-    for case in plan.cases:
-        if case.id not in bus.records:
-            rec = CaseRecord.from_result(runner.skipped_result(case))
-            upstream = {**rec.upstream, "message": NOT_RUN_REASON}
-            upstream["diagnostics"] = {**upstream.get("diagnostics", {}),
-                                       "reason": NOT_RUN_REASON, "not_run": True}
-            bus.records[case.id] = dataclasses.replace(
-                rec, reason=NOT_RUN_REASON, message=NOT_RUN_REASON, upstream=upstream)
-
-
-def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
-    """Run every case of the plan in order, emitting the events; return the RunFinished."""
-    begin = time.monotonic()
-    bus.emit(core.run_started())
-    interrupted = False
-    try:
-        for case in core.plan.cases:
-            bus.emit(CaseStarted(case.id))
-            bus.emit(CaseFinished(core.record(case, core.run_case(case))))
-    except KeyboardInterrupt:
-        interrupted = True
-    fill_not_run(core.plan, bus)
-    finished = core.finish(bus.ordered_records(), time.monotonic() - begin, interrupted)
-    bus.emit(finished)
-    return finished
 
 
 def load_json_object(path: Path) -> dict[str, Any]:

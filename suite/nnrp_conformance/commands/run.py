@@ -9,9 +9,10 @@ from rich.markup import escape
 from nnrp_conformance import contract
 from nnrp_conformance.commands._options import add_run_options, error, options_from_args
 from nnrp_conformance.events import EventBus
+from nnrp_conformance.recording import run_plan
 from nnrp_conformance.reports import file_handlers
 from nnrp_conformance.reports.terminal import TerminalHandler, summary_console
-from nnrp_conformance.session import ConformanceCore, SetupError, TargetError, run_plan
+from nnrp_conformance.session import ConformanceCore, SetupError, TargetError
 
 NAME = "run"
 HELP = "run the selected recipes against an NNRP endpoint and write the reports"

@@ -1,0 +1,110 @@
+"""What a run's cases become for the reports, and how a run goes and ends, for both faces.
+
+:func:`case_record` turns a case's result into the reports' record: the baseline's waivers
+(``baseline.py``), the frame trace written (``trace.py``), and for a failed or non-strict case
+the command that re-runs just it (``reproduce.py``). :func:`finish_run` ends a run: the
+baseline's expired and stale waivers, and the baseline rewritten when asked.
+:func:`fill_not_run` gives every case that never ran a record, and :func:`run_plan` is the
+CLI's run loop (the pytest face runs the cases as test items and calls the same functions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from nnrp_conformance import runner
+from nnrp_conformance.baseline import Baseline, updated_baseline, write_baseline
+from nnrp_conformance.events import (
+    CaseFinished,
+    CaseRecord,
+    CaseStarted,
+    EventBus,
+    RunFinished,
+)
+from nnrp_conformance.options import SetupError
+from nnrp_conformance.reproduce import reproduce_command
+from nnrp_conformance.rules import LEVEL_NON_STRICT
+from nnrp_conformance.session import ConformanceCore
+from nnrp_conformance.trace import trace_file_name, write_trace
+
+__all__ = ["NOT_RUN_REASON", "case_record", "fill_not_run", "finish_run", "run_plan"]
+
+NOT_RUN_REASON = "not run in this session (deselected or interrupted)"
+
+
+def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
+    """The reports' record of ``result``; the trace path and the reproduce command go in the
+    record and in the case's diagnostics."""
+    options = core.options
+    rec = CaseRecord.from_result(result)
+    if core.baseline is not None:
+        rec = core.baseline.apply(rec, dt.date.today())
+    added: dict[str, Any] = {}
+    trace_path = None
+    if getattr(result, "trace", None) is not None and options.trace_dir is not None:
+        trace_path = write_trace(options.trace_dir / trace_file_name(case.id), result.trace)
+        added["trace"] = options.shown(trace_path)
+    command = None
+    if rec.failed or rec.verdict == LEVEL_NON_STRICT:
+        command = reproduce_command(options, case.recipe.path, case.id, core.model_id)
+        added["reproduce"] = command
+    if not added:
+        return rec
+    upstream = {**rec.upstream, "diagnostics": {**rec.upstream.get("diagnostics", {}),
+                                                **added}}
+    return dataclasses.replace(rec, reproduce=command, upstream=upstream,
+                               trace=None if trace_path is None else str(trace_path))
+
+
+def finish_run(core: ConformanceCore, records: Sequence[CaseRecord], duration_s: float,
+               interrupted: bool = False) -> RunFinished:
+    """The run's end. With ``--nnrp-baseline-update`` the baseline is rewritten from the run
+    (not after an interrupted run: it would drop the waivers of the cases that never ran)."""
+    problems: tuple[str, ...] = ()
+    baseline = core.baseline
+    if baseline is not None:
+        today = dt.date.today()
+        if core.options.baseline_update and not interrupted:
+            waivers = updated_baseline(baseline, records, today)
+            try:
+                write_baseline(baseline.path, waivers)
+            except OSError as exc:
+                raise SetupError(f"cannot write the baseline {baseline.path}: "
+                                 f"{exc.strerror or exc}") from None
+            baseline = core.baseline = Baseline(baseline.path, waivers)
+        problems = tuple(baseline.problems(records, today))
+    return RunFinished(records, duration_s, interrupted, problems)
+
+
+def fill_not_run(plan: Any, bus: EventBus) -> None:
+    """Give every plan case without a record a skipped one, so the case results always
+    hold one result per case and a partial run never passes for a complete one."""
+    for case in plan.cases:
+        if case.id not in bus.records:
+            rec = CaseRecord.from_result(runner.skipped_result(case))
+            upstream = {**rec.upstream, "message": NOT_RUN_REASON}
+            upstream["diagnostics"] = {**upstream.get("diagnostics", {}),
+                                       "reason": NOT_RUN_REASON, "not_run": True}
+            bus.records[case.id] = dataclasses.replace(
+                rec, reason=NOT_RUN_REASON, message=NOT_RUN_REASON, upstream=upstream)
+
+
+def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
+    """Run every case of the plan in order, emitting the events; return the RunFinished."""
+    begin = time.monotonic()
+    bus.emit(core.run_started())
+    interrupted = False
+    try:
+        for case in core.plan.cases:
+            bus.emit(CaseStarted(case.id))
+            bus.emit(CaseFinished(case_record(core, case, core.run_case(case))))
+    except KeyboardInterrupt:
+        interrupted = True
+    fill_not_run(core.plan, bus)
+    finished = finish_run(core, bus.ordered_records(), time.monotonic() - begin, interrupted)
+    bus.emit(finished)
+    return finished
