@@ -8,7 +8,14 @@ its file. The merged verdict passes only when no run has a failed case. Called o
 
 * a recipe with different outcomes among the runs that ran it;
 * runs whose capability documents, manifests or recipe sets differ (digests), since their
-  verdicts then answer different questions.
+  verdicts then answer different questions;
+* the runs that disagree with the others (:attr:`MergedRuns.outliers`): on each such point,
+  the runs outside the largest group that agrees (every run, when no group is largest).
+
+A *fleet* (``merge_runs(..., fleet=True)``, the targets of one ``run --target A --target B``:
+replicas of one service) is held to more: every target must have been judged (``unjudged``
+names those that could not be, with the reason) and all must announce the same capability
+document, since a client cannot tell which replica it reaches.
 """
 
 from __future__ import annotations
@@ -52,10 +59,20 @@ class MergedRuns:
     recipes: list[str]
     disagreements: dict[str, dict[str, str]] = field(default_factory=dict)
     mismatched: list[str] = field(default_factory=list)  # "capability document: a vs b, c"
+    #: run label -> why it stands apart from the others (one line per point)
+    outliers: dict[str, list[str]] = field(default_factory=dict)
+    #: the targets of one fleet run, held to the fleet rules (module docstring)
+    fleet: bool = False
+    #: fleet targets that could not be judged -> the reason (unreachable, no document)
+    unjudged: dict[str, str] = field(default_factory=dict)
+    #: the capability documents differ (a fleet then fails)
+    capabilities_differ: bool = False
 
     @property
     def passed(self) -> bool:
-        return all(not r.failed for r in self.runs)
+        if any(r.failed for r in self.runs):
+            return False
+        return not (self.fleet and (self.unjudged or self.capabilities_differ))
 
     @property
     def exit_code(self) -> int:
@@ -71,9 +88,7 @@ def load_run(path: Path) -> RunResults:
         raise MergeError(f"{path}: not JSON: {exc}") from None
     problems = validation.validate("case-results", doc)
     if problems:
-        first = problems[0]
-        raise MergeError(f"{path}: not a case-results document: {first.pointer or '/'}: "
-                         f"{first.message}")
+        raise MergeError(f"{path}: not a case-results document: {problems[0]}")
     results = doc["results"]
     meta: dict[str, Any] = {}
     for r in results:
@@ -86,8 +101,19 @@ def load_run(path: Path) -> RunResults:
                       doc["adapter"])
 
 
-def merge_runs(paths: Sequence[Path]) -> MergedRuns:
-    if len(paths) < 2:
+def _odd_ones(groups: dict[str, list[str]]) -> list[tuple[list[str], str]]:
+    """(labels, what they hold) for every group outside the one largest group; all groups
+    when no group is largest."""
+    sizes = sorted((len(labels) for labels in groups.values()), reverse=True)
+    tie = len(sizes) > 1 and sizes[0] == sizes[1]
+    largest = max(groups, key=lambda k: len(groups[k]))
+    return [(labels, key) for key, labels in groups.items() if tie or key != largest]
+
+
+def merge_runs(paths: Sequence[Path], *, fleet: bool = False,
+               unjudged: dict[str, str] | None = None) -> MergedRuns:
+    unjudged = dict(unjudged or {})
+    if len(paths) + len(unjudged) < 2:
         raise MergeError("merge needs at least two case-results files")
     runs = [load_run(Path(p)) for p in paths]
     seen: dict[str, int] = {}
@@ -99,12 +125,18 @@ def merge_runs(paths: Sequence[Path]) -> MergedRuns:
     recipes: list[str] = []
     for run in runs:
         recipes += [i for i in run.outcomes if i not in recipes]
-    merged = MergedRuns(runs, recipes)
+    merged = MergedRuns(runs, recipes, fleet=fleet, unjudged=unjudged)
     for recipe in recipes:
         ran = {r.label: r.outcomes[recipe] for r in runs
                if r.outcomes.get(recipe, contract.OUTCOME_SKIPPED) != contract.OUTCOME_SKIPPED}
         if len(set(ran.values())) > 1:
             merged.disagreements[recipe] = ran
+            by_outcome: dict[str, list[str]] = {}
+            for label, outcome in ran.items():
+                by_outcome.setdefault(outcome, []).append(label)
+            for labels, outcome in _odd_ones(by_outcome):
+                for label in labels:
+                    merged.outliers.setdefault(label, []).append(f"{recipe}: {outcome}")
     for key, what in DIGESTS:
         groups: dict[str, list[str]] = {}
         for run in runs:
@@ -114,4 +146,8 @@ def merge_runs(paths: Sequence[Path]) -> MergedRuns:
         if len(groups) > 1:
             merged.mismatched.append(
                 f"{what} differs: " + " vs ".join(", ".join(labels) for labels in groups.values()))
+            merged.capabilities_differ |= key == "capabilities_digest"
+            for labels, _digest in _odd_ones(groups):
+                for label in labels:
+                    merged.outliers.setdefault(label, []).append(f"its {what} differs")
     return merged

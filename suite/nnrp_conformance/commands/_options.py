@@ -31,10 +31,18 @@ def _positive(text: str) -> float:
     return value
 
 
-def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool) -> None:
-    parser.add_argument("--target", "--nnrp-target", dest="target", required=target_required,
-                        metavar="TARGET",
-                        help="NNRP endpoint: HOST:PORT or a scheme URL (nnrp://, tcp://, …)")
+def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
+                     several_targets: bool = False) -> None:
+    if several_targets:
+        parser.add_argument("--target", "--nnrp-target", dest="target", required=True,
+                            action="append", metavar="TARGET",
+                            help="NNRP endpoint: HOST:PORT or a scheme URL (nnrp://, tcp://, "
+                                 "…); repeat it to judge a fleet (each target on its own, "
+                                 "then one merged verdict)")
+    else:
+        parser.add_argument("--target", "--nnrp-target", dest="target",
+                            required=target_required, metavar="TARGET",
+                            help="NNRP endpoint: HOST:PORT or a scheme URL (nnrp://, tcp://, …)")
     parser.add_argument("--manifest", required=True, type=Path, metavar="PATH",
                         help="adapter capability manifest (JSON or YAML)")
     parser.add_argument("--recipes", action="append", type=Path, metavar="PATH",
@@ -65,7 +73,7 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool) 
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    add_plan_options(parser, target_required=True)
+    add_plan_options(parser, target_required=True, several_targets=True)
     parser.add_argument("--timeout", "--nnrp-timeout", dest="timeout", type=_positive,
                         default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"per-case timeout (default {DEFAULT_TIMEOUT:g})")
@@ -101,8 +109,11 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     base = Path.cwd()
     if getattr(args, "baseline_update", False) and getattr(args, "baseline", None) is None:
         raise SetupError("--baseline-update needs --baseline FILE (the file to write)")
+    target = args.target
+    if isinstance(target, list):  # run's repeatable --target: a fleet run sets each in turn
+        target = target[0]
     return RunOptions(
-        target=args.target,
+        target=target,
         manifest=args.manifest,
         recipes=tuple(args.recipes) if args.recipes else None,
         model=args.model,

@@ -11,18 +11,13 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from nnrp_conformance import contract
 from nnrp_conformance.merge import MergeError, merge_runs
-from nnrp_conformance.reports.merged import write_merged_reports
+from nnrp_conformance.reports.merged import print_merged, write_merged_reports
 
 NAME = "merge"
 HELP = "merge several runs' case results (replicas, transports, versions) into one report"
-
-_STYLES = {"passed": "green", "failed": "bold red", "skipped": "dim"}
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", type=Path, metavar="CASE_RESULTS",
@@ -39,22 +34,7 @@ def main(args: argparse.Namespace) -> int:
     except MergeError as exc:
         err.print(f"nnrp-conformance merge: error: {exc}", markup=False, soft_wrap=True)
         return contract.EXIT_USAGE
-    table = Table(title=f"{len(merged.runs)} runs merged", title_justify="left")
-    table.add_column("recipe", overflow="fold")
-    for run in merged.runs:
-        table.add_column(run.label, overflow="fold")
-    for recipe in merged.recipes:
-        cells = [Text(o or "—", style=_STYLES.get(o, ""))
-                 for o in (r.outcomes.get(recipe, "") for r in merged.runs)]
-        name = Text(recipe + (" (disagree)" if recipe in merged.disagreements else ""),
-                    style="yellow" if recipe in merged.disagreements else "")
-        table.add_row(name, *cells)
-    console.print(table)
-    for line in merged.mismatched:
-        console.print(f"mismatch: {line}", markup=False, style="yellow")
-    for recipe, seen in merged.disagreements.items():
-        console.print(f"disagreement: {recipe}: " + ", ".join(f"{k}: {v}" for k, v in seen.items()),
-                      markup=False, style="yellow")
+    print_merged(console, merged)
     if args.report is not None:
         try:
             for path in write_merged_reports(merged, args.report):
@@ -63,9 +43,6 @@ def main(args: argparse.Namespace) -> int:
             err.print(f"nnrp-conformance merge: error: cannot write the report: {exc}",
                       markup=False)
             return contract.EXIT_USAGE
-    verdict = Text("merged verdict: " + ("PASSED" if merged.passed else "FAILED"),
-                   style="bold green" if merged.passed else "bold red")
-    console.print(verdict)
     return merged.exit_code
 
 

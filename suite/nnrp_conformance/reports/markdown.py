@@ -15,9 +15,10 @@ from nnrp_conformance.reports.format import (
     verdict_label,
 )
 
-__all__ = ["MarkdownHandler", "render_markdown"]
+__all__ = ["VERDICT_ICONS", "MarkdownHandler", "render_markdown"]
 
-_ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped",
+#: how a verdict reads in a Markdown table (the merged report uses the same)
+VERDICT_ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped",
           "non-strict": "⚠️ non-strict", "informational": "ℹ️ informational",
           "waived": "🔕 waived"}
 
@@ -68,7 +69,7 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
                 _cell(x)
                 for x in (
                     f"`{r.id}`",
-                    _ICONS.get(verdict_label(r), r.outcome),
+                    VERDICT_ICONS.get(verdict_label(r), r.outcome),
                     "" if r.level is None else r.level,
                     r.status,
                     len(r.event_types) if selected else "",
