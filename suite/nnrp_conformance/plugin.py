@@ -26,13 +26,15 @@ import io
 import json
 import re
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nnrp_conformance import contract, runner
+from nnrp_conformance.artifacts import keep_out_of_version_control
 from nnrp_conformance.events import CaseFinished, CaseRecord, CaseStarted, EventBus, RunFinished
 from nnrp_conformance.fixtures import (
     CORE_KEY,
@@ -43,16 +45,21 @@ from nnrp_conformance.fixtures import (
 )
 
 # pytest finds the hook here, in the module its pytest11 entry point names
-from nnrp_conformance.plugin_options import _options, pytest_addoption
+from nnrp_conformance.fleet import (
+    default_folder,
+    fleet_report_path,
+    fleet_targets,
+    target_options,
+    target_slug,
+)
+from nnrp_conformance.merge import MergedRuns, MergeError, merge_runs
+from nnrp_conformance.plugin_options import _options, _targets, pytest_addoption
 from nnrp_conformance.recording import case_record, fill_not_run, finish_run
 from nnrp_conformance.reports import CaseResultsHandler, file_handlers
 from nnrp_conformance.reports.format import event_runs, findings_block
+from nnrp_conformance.reports.merged import print_merged, write_merged_reports
 from nnrp_conformance.reports.terminal import render_summary, summary_console
-from nnrp_conformance.session import (
-    ConformanceCore,
-    RunOptions,
-    SetupError,
-)
+from nnrp_conformance.session import ConformanceCore, RunOptions, SetupError, TargetError
 
 __all__ = [
     "SUITE_NODE",
@@ -72,7 +79,6 @@ SUITE_NODE = "nnrp-conformance"
 _PLUGIN_NAME = "nnrp-conformance-run"
 _RECORD_ATTR = "nnrp_case"  # the TestReport attribute xdist serialises with the report
 _WORKER_CAPS = "nnrp_capabilities_json"
-_WORKER_CAPS_ERROR = "nnrp_capabilities_error"
 
 _BASE_MARKERS = {
     **{f"level{lv}": f"NNRP recipe of compatibility Level {lv}" for lv in contract.LEVELS},
@@ -98,19 +104,22 @@ def pytest_configure(config: pytest.Config) -> None:
     options = _options(config)
     if options is None:
         return
-    plugin = NnrpConformancePlugin(config, options)
+    try:
+        plugin = NnrpConformancePlugin(config, options, _targets(config))
+    except SetupError as exc:
+        raise pytest.UsageError(str(exc)) from None
     config.pluginmanager.register(plugin, _PLUGIN_NAME)
     try:
         plugin.setup()
     except SetupError as exc:
-        plugin.core.close()
+        plugin.close()
         raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     plugin = config.pluginmanager.get_plugin(_PLUGIN_NAME)
     if plugin is not None:
-        plugin.core.close()
+        plugin.close()
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -135,13 +144,42 @@ class RecipeFailure(Exception):
         super().__init__(f"{record.id}: {record.message or 'failed'}")
 
 
+@dataclass
+class TargetRun:
+    """One target's share of the pytest run: its options and core, the event bus its reports
+    hang on, and what it wrote. A single-target run has one; a fleet one per target."""
+
+    options: RunOptions
+    core: ConformanceCore
+    #: the collector's node id: ``nnrp-conformance``, or ``nnrp-conformance[<target slug>]``
+    node: str
+    bus: EventBus = field(default_factory=EventBus)
+    results: CaseResultsHandler | None = None
+    finished: RunFinished | None = None
+    written: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    #: a fleet target that could not be judged: why (it then has no plan and no items)
+    unjudged: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.node}::"
+
+
 class NnrpConformancePlugin:
     """Per-run state registered as a plugin when a target is configured."""
 
-    def __init__(self, config: pytest.Config, options: RunOptions) -> None:
+    def __init__(self, config: pytest.Config, options: RunOptions,
+                 targets: Sequence[str] = ()) -> None:
         self.config = config
         self.options = options
-        self.core = ConformanceCore(options)
+        self.fleet = len(targets) > 1
+        if self.fleet:
+            self.runs = [TargetRun(o, ConformanceCore(o), f"{SUITE_NODE}[{target_slug(t)}]")
+                         for t in fleet_targets(targets) for o in [target_options(options, t)]]
+        else:
+            self.runs = [TargetRun(options, ConformanceCore(options), SUITE_NODE)]
+        # the provider fixtures (nnrp_client, …) talk to the first target
         config.stash[CORE_KEY] = self.core
         self.worker = _is_worker(config)
         self.controller = _is_xdist_controller(config)
@@ -151,60 +189,84 @@ class NnrpConformancePlugin:
         if no_paths:
             # The recipes replace testpaths / the invocation directory (workers do the same).
             config.args = []
-        self.bus = EventBus()
-        self.results: CaseResultsHandler | None = None
-        self.finished: RunFinished | None = None
         self.begin = time.monotonic()
-        self.written: list[str] = []
-        self.problems: list[str] = []
+        self.merged: MergedRuns | None = None
+        self.fleet_written: list[str] = []
+
+    @property
+    def core(self) -> ConformanceCore:
+        return self.runs[0].core
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.core.close()
 
     # setup ------------------------------------------------------------------------------
     def setup(self) -> None:
-        core = self.core
         if not self.collect_recipes:
-            core.load_manifest()
-            core.load_recipes()
+            self.core.load_manifest()
+            self.core.load_recipes()
             return  # provider tests only: the fixtures connect on demand
         if self.worker:
-            # a worker plans exactly what the controller planned, from the same document
+            # a worker plans exactly what the controller planned, from the same documents
             workerinput = self.config.workerinput  # type: ignore[attr-defined]
-            if _WORKER_CAPS in workerinput:
-                core.capabilities_error = workerinput.get(_WORKER_CAPS_ERROR)
-                core.prepare(json.loads(workerinput[_WORKER_CAPS]), fetch=False, write=False)
-            else:
-                core.prepare(write=False)
+            shared = json.loads(workerinput[_WORKER_CAPS]) if _WORKER_CAPS in workerinput else None
+            for i, run in enumerate(self.runs):
+                if shared is None:
+                    run.core.prepare(write=False)
+                elif shared[i]["unjudged"] is not None:
+                    run.unjudged = shared[i]["unjudged"]
+                else:
+                    run.core.capabilities_error = shared[i]["error"]
+                    run.core.prepare(shared[i]["capabilities"], fetch=False, write=False)
             return
-        core.prepare()
-        # the reports are built once, here, and see the whole run (workers send their records)
-        self.results, handlers = file_handlers(self.options.artifacts())
-        self.bus = EventBus(handlers)
-        self.bus.start()
-        self.bus.emit(core.run_started())
-        if self.controller:
-            core.close()  # the controller runs no case; workers hold their own connection
+        folder = default_folder(self.options) if self.fleet else None
+        if folder is not None:
+            keep_out_of_version_control(folder)
+        for run in self.runs:
+            try:
+                run.core.prepare()
+            except TargetError as exc:
+                if not self.fleet:
+                    raise
+                run.unjudged = str(exc)  # the other targets are judged all the same
+                continue
+            # the reports are built once, here, and see the whole run (workers send records)
+            run.results, handlers = file_handlers(run.options.artifacts())
+            run.bus = EventBus(handlers)
+            run.bus.start()
+            run.bus.emit(run.core.run_started())
+            if self.controller:
+                run.core.close()  # the controller runs no case; workers hold their own link
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        if self.core.plan is not None:
+        if any(run.core.plan is not None for run in self.runs):
             # every worker must plan (and so collect) exactly what the controller planned
-            node.workerinput[_WORKER_CAPS] = json.dumps(self.core.capabilities)
-            node.workerinput[_WORKER_CAPS_ERROR] = self.core.capabilities_error
+            node.workerinput[_WORKER_CAPS] = json.dumps([
+                {"capabilities": run.core.capabilities, "error": run.core.capabilities_error,
+                 "unjudged": run.unjudged} for run in self.runs])
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        if not self.collect_recipes or self.core.plan is None:
-            return [f"nnrp-conformance: target {self.options.target}"]
-        plan = self.core.plan
-        selected = len(plan.selected())
-        warning = []
-        if self.core.capabilities_error:
-            warning = [f"nnrp-conformance: WARNING: {self.core.capabilities_error}"]
-        return [
-            *warning,
-            f"nnrp-conformance: target {self.options.target}, adapter {plan.adapter}, "
-            f"model {self.core.model_id or '-'}, level {plan.level}",
-            f"nnrp-conformance: {selected} of {len(plan.cases)} recipes selected; plan "
-            f"{self.options.artifacts().plan}",
-        ]
+        lines: list[str] = []
+        for run in self.runs:
+            target = run.options.target
+            plan = run.core.plan
+            if run.unjudged is not None:
+                lines.append(f"nnrp-conformance: target {target}: NOT JUDGED: {run.unjudged}")
+                continue
+            if not self.collect_recipes or plan is None:
+                lines.append(f"nnrp-conformance: target {target}")
+                continue
+            if run.core.capabilities_error:
+                lines.append(f"nnrp-conformance: WARNING: {run.core.capabilities_error}")
+            lines += [
+                f"nnrp-conformance: target {target}, adapter {plan.adapter}, "
+                f"model {run.core.model_id or '-'}, level {plan.level}",
+                f"nnrp-conformance: {len(plan.selected())} of {len(plan.cases)} recipes "
+                f"selected; plan {run.options.artifacts().plan}",
+            ]
+        return lines
 
     # collection -------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -213,12 +275,20 @@ class NnrpConformancePlugin:
     ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
         report = yield
         if (self.collect_recipes and isinstance(collector, pytest.Session)
-                and report.outcome == "passed" and self.core.plan is not None):
-            report.result.append(RecipeSuite.from_parent(collector, name=SUITE_NODE,
-                                                         nodeid=SUITE_NODE))
+                and report.outcome == "passed"):
+            for run in self.runs:
+                if run.core.plan is not None:
+                    report.result.append(RecipeSuite.from_parent(
+                        collector, name=run.node, nodeid=run.node, run=run))
         return report
 
     # running ----------------------------------------------------------------------------
+    def _run_of(self, nodeid: str) -> TargetRun | None:
+        for run in self.runs:
+            if nodeid.startswith(run.prefix):
+                return run
+        return None
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -234,65 +304,104 @@ class NnrpConformancePlugin:
         return report
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
-        if not self.worker and nodeid.startswith(f"{SUITE_NODE}::"):
-            self.bus.emit(CaseStarted(nodeid.removeprefix(f"{SUITE_NODE}::")))
+        run = None if self.worker else self._run_of(nodeid)
+        if run is not None:
+            run.bus.emit(CaseStarted(nodeid.removeprefix(run.prefix)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, _RECORD_ATTR, None)
-        if data and not self.worker:
-            self.bus.emit(CaseFinished(CaseRecord.from_dict(data)))
+        run = None if self.worker else self._run_of(report.nodeid)
+        if data and run is not None:
+            run.bus.emit(CaseFinished(CaseRecord.from_dict(data)))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if (self.worker or not self.collect_recipes or self.core.plan is None
+        if (self.worker or not self.collect_recipes
                 or self.config.getoption("collectonly")):
             return
-        art = self.options.artifacts()
-        fill_not_run(self.core.plan, self.bus)  # deselected (-k/-m/--lf) or never reached
-        self.finished = finish_run(self.core, self.bus.ordered_records(),
-                                   time.monotonic() - self.begin,
-                                   interrupted=session.shouldstop is not False)
-        self.bus.emit(self.finished)
-        self.bus.close()
-        self.problems += [str(e) for e in self.bus.errors]
-        self.written = [w for w in art.written() if Path(w).exists()]
-        if self.results is not None and self.results.violations:
-            self.problems.append("case results break the case-results schema: " + "; ".join(
-                str(v) for v in self.results.violations))
+        duration = time.monotonic() - self.begin
+        for run in self.runs:
+            if run.core.plan is not None:
+                self._finish(run, duration, interrupted=session.shouldstop is not False)
+        if self.fleet:
+            self._finish_fleet(session)
+
+    def _finish(self, run: TargetRun, duration: float, *, interrupted: bool) -> None:
+        art = run.options.artifacts()
+        fill_not_run(run.core.plan, run.bus)  # deselected (-k/-m/--lf) or never reached
+        run.finished = finish_run(run.core, run.bus.ordered_records(), duration,
+                                  interrupted=interrupted)
+        run.bus.emit(run.finished)
+        run.bus.close()
+        run.problems += [str(e) for e in run.bus.errors]
+        run.written = [w for w in art.written() if Path(w).exists()]
+        if run.results is not None and run.results.violations:
+            run.problems.append("case results break the case-results schema: " + "; ".join(
+                str(v) for v in run.results.violations))
+
+    def _finish_fleet(self, session: pytest.Session) -> None:
+        judged = [run.options.artifacts().results for run in self.runs
+                  if run.finished is not None]
+        unjudged = {str(run.options.target): run.unjudged for run in self.runs
+                    if run.unjudged is not None}
+        try:
+            self.merged = merge_runs(judged, fleet=True, unjudged=unjudged)
+            self.fleet_written = [str(p) for p in
+                                  write_merged_reports(self.merged, fleet_report_path(self.options))]
+        except (MergeError, OSError) as exc:
+            self.runs[0].problems.append(f"fleet report not written: {exc}")
+            return
+        if not self.merged.passed and session.exitstatus == pytest.ExitCode.OK:
+            # a fleet fails on more than failed tests: a target not judged, or the targets'
+            # capability documents differing
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.finished is None:
-            return
-        buffer = io.StringIO()
         tw = terminalreporter._tw
-        console = summary_console(buffer, color=tw.hasmarkup, width=tw.fullwidth)
-        render_summary(console, self.finished.records, started=self.bus.run_started,
-                       written=self.written, baseline_problems=self.finished.baseline_problems)
-        terminalreporter.section("nnrp-conformance summary")
-        terminalreporter.write(buffer.getvalue())
-        for problem in self.problems:
-            terminalreporter.write_line(f"nnrp-conformance: {problem}", red=True)
+        for run in self.runs:
+            if run.finished is None:
+                continue
+            buffer = io.StringIO()
+            console = summary_console(buffer, color=tw.hasmarkup, width=tw.fullwidth)
+            render_summary(console, run.finished.records, started=run.bus.run_started,
+                           written=run.written, baseline_problems=run.finished.baseline_problems)
+            title = "nnrp-conformance summary"
+            terminalreporter.section(f"{title}: {run.options.target}" if self.fleet else title)
+            terminalreporter.write(buffer.getvalue())
+            for problem in run.problems:
+                terminalreporter.write_line(f"nnrp-conformance: {problem}", red=True)
+        if self.merged is not None:
+            buffer = io.StringIO()
+            print_merged(summary_console(buffer, color=tw.hasmarkup, width=tw.fullwidth),
+                         self.merged)
+            terminalreporter.section("nnrp-conformance fleet")
+            terminalreporter.write(buffer.getvalue())
+            for path in self.fleet_written:
+                terminalreporter.write_line(f"wrote {path}")
 
 
 # --- nodes ------------------------------------------------------------------------------------
 
 
 class RecipeSuite(pytest.Collector):
-    """The plan as a collector: one item per recipe, in plan order."""
+    """One target's plan as a collector: one item per recipe, in plan order."""
+
+    def __init__(self, *, run: TargetRun, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run = run
 
     def collect(self) -> list[pytest.Item]:
-        core = self.config.stash[CORE_KEY]
-        items: list[pytest.Item] = []
-        for case in core.plan.cases:
-            items.append(RecipeItem.from_parent(self, name=case.id, case=case))
-        return items
+        core = self.run.core
+        return [RecipeItem.from_parent(self, name=case.id, case=case, core=core)
+                for case in core.plan.cases]
 
 
 class RecipeItem(pytest.Item):
     """One recipe run against the target; a failure raises :class:`RecipeFailure`."""
 
-    def __init__(self, *, case: Any, **kwargs: Any) -> None:
+    def __init__(self, *, case: Any, core: ConformanceCore, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
+        self.core = core
         self.record: CaseRecord | None = None
         names = ["nnrp", f"level{case.level}", case.status]
         names += [capability_marker(t) for t in case.required_capabilities]
@@ -312,7 +421,7 @@ class RecipeItem(pytest.Item):
         return CaseRecord.from_result(runner.skipped_result(self.case))
 
     def runtest(self) -> None:
-        core: ConformanceCore = self.config.stash[CORE_KEY]
+        core = self.core
         try:
             result = core.run_case(self.case)
         except SetupError as exc:

@@ -29,7 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(ini, help_, type=ini_type)  # type: ignore[arg-type]
 
     add("--nnrp-target", "nnrp_target",
-        "NNRP endpoint to test: HOST:PORT or a scheme URL (nnrp://, tcp://, …)", metavar="TARGET")
+        "NNRP endpoint to test: HOST:PORT or a scheme URL (nnrp://, tcp://, …); repeat it to "
+        "judge a fleet (each target on its own, then one merged verdict)", ini_type="args",
+        action="append", metavar="TARGET")
     add("--manifest", "nnrp_manifest",
         "adapter capability manifest (JSON/YAML); required with a target", metavar="PATH")
     add("--recipes", "nnrp_recipes",
@@ -87,10 +89,17 @@ def _float(text: Any, option: str) -> float:
     return value
 
 
+def _targets(config: pytest.Config) -> list[str]:
+    """The targets given (``--nnrp-target``, repeatable, or the ``nnrp_target`` ini key, a
+    space-separated list)."""
+    return [str(t) for t in _value(config, "nnrp_target") or ()]
+
+
 def _options(config: pytest.Config) -> RunOptions | None:
-    target = _value(config, "nnrp_target")
-    if not target:
+    targets = _targets(config)
+    if not targets:
         return None
+    target = targets[0]
     manifest = _value(config, "nnrp_manifest")
     if not manifest:
         raise pytest.UsageError(

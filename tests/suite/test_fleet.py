@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -126,3 +127,48 @@ def test_a_fleet_that_is_not_one_is_a_usage_error(fleet: dict[str, Any], targets
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (cwd / "nnrp-conformance").exists()
+
+
+# --- the pytest face ---------------------------------------------------------------------------
+
+
+def plugin_args(fleet: dict[str, Any], *targets: str) -> list[str]:
+    args = ["--manifest", fleet["manifest"], "--nnrp-timeout", "10", "-p", "no:hypothesispytest"]
+    for target in targets:
+        args += ["--nnrp-target", target]
+    return args
+
+
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["one-process", "xdist"])
+def test_the_plugin_judges_each_target_and_the_fleet(pytester: pytest.Pytester,
+                                                     fleet: dict[str, Any],
+                                                     workers: tuple[str, ...]) -> None:
+    tcp, ipc, odd = fleet["tcp"].address, fleet["ipc"].address, fleet["usage"].address
+    result = pytester.runpytest_subprocess(*plugin_args(fleet, tcp, ipc, odd), *workers, "-rA")
+    assert result.ret == 1, result.stdout.str()[-4000:]
+    out = result.stdout.str()
+    folders = sorted(p for p in (pytester.path / "nnrp-conformance").iterdir() if p.is_dir())
+    assert len(folders) == 3
+    # one item per recipe and target; the odd target's failures are its own
+    item = re.compile(r"^(PASSED|FAILED) \S*nnrp-conformance\[([^\]]+)\]::(\S+)")
+    seen = [m.groups() for m in map(item.match, out.splitlines()) if m]
+    failed = {(slug, case) for outcome, slug, case in seen if outcome == "FAILED"}
+    assert failed and {slug for slug, _ in failed} == {odd.replace(":", "_")}, failed
+    per_target = {slug for outcome, slug, _ in seen if outcome == "PASSED"}
+    assert len(per_target) == 3, per_target
+    assert "nnrp-conformance fleet" in out
+    assert f"{odd} disagrees with the others" in out
+    md = (pytester.path / "nnrp-conformance" / "fleet.md").read_text()
+    assert "**FAILED: 1 of 3 targets have failures" in md
+
+
+def test_the_plugin_fails_a_fleet_whose_documents_differ_even_without_failed_tests(
+        pytester: pytest.Pytester, fleet: dict[str, Any]) -> None:
+    tcp, lies = fleet["tcp"].address, fleet["lies"].address
+    # only recipes both pass: the documents still differ, and that alone fails the fleet
+    result = pytester.runpytest_subprocess(*plugin_args(fleet, tcp, lies), "-k",
+                                           "stream and not capabilit")
+    out = result.stdout.str()
+    assert "failed" not in out.splitlines()[-1], out[-3000:]
+    assert result.ret == 1, out[-4000:]
+    assert "the targets announce different capability documents" in out
