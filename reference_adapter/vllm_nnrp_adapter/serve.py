@@ -93,6 +93,9 @@ async def nnrp_serving(
                 ),
                 "metrics_port": config.metrics_port,
             }
+            if config.api_server_count > 1:
+                info["api_server"] = {"rank": config.api_server_rank,
+                                      "count": config.api_server_count}
             log.info("vllm-nnrp serving: %s", json.dumps(info))
             if config.ready_file is not None:
                 config.ready_file.write_text(json.dumps(info), encoding="utf-8")

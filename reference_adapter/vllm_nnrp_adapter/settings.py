@@ -70,6 +70,9 @@ class ServeConfig:
     allow_unsupported_vllm: bool = False
     ready_file: Path | None = None
     startup_path: str = "explicit"
+    #: this process's place among vLLM's API servers (``--api-server-count``; scaleout.py)
+    api_server_rank: int = 0
+    api_server_count: int = 1
     extra: dict = field(default_factory=dict)
 
 

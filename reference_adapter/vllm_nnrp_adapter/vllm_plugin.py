@@ -48,6 +48,7 @@ import sys
 from typing import Any
 
 from .logs import route_logs
+from .scaleout import ScaleOutError, api_server_rank, config_for_rank
 from .settings import (
     ENV_LISTEN,
     ENV_LOG_LEVEL,
@@ -230,14 +231,11 @@ class NnrpServing:
             if state is None:
                 raise _Refusal("the ASGI scope carries no app state (not vLLM's API server?)", 2)
             config = _armed if _armed is not None else _checked_config()
-            args = getattr(state, "args", None)
-            count = getattr(args, "api_server_count", None)
-            if isinstance(count, int) and count > 1:
-                raise _Refusal(
-                    f"--api-server-count {count}: every API server process would bind "
-                    f"{config.listen}; the plugin path serves NNRP from a single API server",
-                    2,
-                )
+            try:
+                # with --api-server-count N each API server serves its own address
+                config = config_for_rank(config, *api_server_rank(state))
+            except ScaleOutError as exc:
+                raise _Refusal(str(exc), 2) from None
             backend = self._bind_backend(state, config)
             stack = contextlib.AsyncExitStack()
             info = await stack.enter_async_context(nnrp_serving(backend, config))

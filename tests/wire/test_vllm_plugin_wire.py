@@ -119,10 +119,16 @@ async def _lifespan(app: Any, scope: dict, while_started) -> list[dict]:  # type
     return sent
 
 
-def _state(api_server_count: int | None = None) -> SimpleNamespace:
+def _state(api_server_count: int | None = None, rank: int | None = None) -> SimpleNamespace:
+    """``app.state`` as vLLM builds it; with ``rank``, the API server's place as vLLM records
+    it in the engine client's config (``parallel_config._api_process_rank``/``_count``)."""
+    client: Any = object()
+    if rank is not None:
+        parallel = SimpleNamespace(_api_process_rank=rank, _api_process_count=api_server_count)
+        client = SimpleNamespace(vllm_config=SimpleNamespace(parallel_config=parallel))
     return SimpleNamespace(
         args=SimpleNamespace(api_server_count=api_server_count),
-        engine_client=object(),
+        engine_client=client,
         openai_serving_chat=ServingChat(),
     )
 
@@ -166,15 +172,73 @@ async def test_serves_nnrp_for_the_life_of_the_app(enabled: Path) -> None:
     assert Serving.bound.chat_obj is state.openai_serving_chat
 
 
-async def test_refuses_several_api_server_processes(enabled: Path) -> None:
+async def test_refuses_several_api_servers_when_the_rank_is_unknown(enabled: Path) -> None:
     async def never() -> None:
         raise AssertionError("must not start")
 
     mw = Serving(None)
     sent = await _lifespan(mw, {"type": "lifespan", "app": SimpleNamespace(state=_state(2))}, never)
     assert sent[0]["type"] == "lifespan.startup.failed"
-    assert "--api-server-count 2" in sent[0]["message"]
+    assert "--api-server-count 2, but this API server's rank is not in the engine client's " \
+        "config" in sent[0]["message"]
     assert not enabled.exists() and mw.info is None
+
+
+def _free_port_pair() -> int:
+    """A port P with P and P + 1 both free just now."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two adjacent free ports")
+
+
+async def test_each_api_server_serves_its_own_address(enabled: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    port = _free_port_pair()
+    monkeypatch.setattr(vllm_plugin._armed, "listen", f"127.0.0.1:{port}")
+    ready = [enabled, enabled.with_name("ready.1.json")]
+    servers = [Serving(None), Serving(None)]
+    answered: list[list[str]] = []
+
+    async def both_up(rank: int, started: anyio.Event, done: anyio.Event) -> None:
+        started.set()
+        await done.wait()  # both API servers are up at once, as under vLLM
+
+    async def serve(rank: int, started: anyio.Event, done: anyio.Event) -> None:
+        await _lifespan(servers[rank], {"type": "lifespan", "app": SimpleNamespace(
+            state=_state(2, rank))}, lambda: both_up(rank, started, done))
+
+    events = [(anyio.Event(), anyio.Event()) for _ in range(2)]
+    async with anyio.create_task_group() as tg:
+        for rank in range(2):
+            tg.start_soon(serve, rank, *events[rank])
+        for started, _ in events:
+            with anyio.fail_after(30):
+                await started.wait()
+        for rank in range(2):
+            info = json.loads(ready[rank].read_text())
+            assert info["address"] == f"127.0.0.1:{port + rank}", info
+            assert info["api_server"] == {"rank": rank, "count": 2}
+            async with await NnrpClient.connect(info["address"]) as client:
+                op = await client.submit(
+                    {"schema_version": contract.SCHEMA_VERSION,
+                     "operation": contract.OP_CHAT_COMPLETIONS_CREATE,
+                     "body": {"messages": [{"role": "user", "content": "hi"}], "stream": True}},
+                    timeout=10)
+                answered.append([e.event.get("delta") async for e in op
+                                 if e.event and e.event["type"] == contract.EV_OUTPUT_TEXT_DELTA])
+        for _, done in events:
+            done.set()
+    assert answered == [["hel", "lo"], ["hel", "lo"]]
+    assert not {port, port + 1} & set(listening_tcp_ports(os.getpid()))
 
 
 async def test_a_port_in_use_fails_the_start_up(enabled: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
