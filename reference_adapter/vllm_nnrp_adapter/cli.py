@@ -1,4 +1,4 @@
-"""The ``vllm-nnrp`` command: ``serve``, ``conformance``, ``bench`` and ``tiny-model``.
+"""The ``vllm-nnrp`` command: ``serve``, ``probe``, ``conformance``, ``bench`` and ``tiny-model``.
 
 ``serve`` is the explicit start-up path: every argument that is not one of ours (all of
 ours start with ``--nnrp-``) goes unchanged to vLLM's own ``vllm serve`` parser, so every
@@ -21,6 +21,7 @@ from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM, __version
 from .benchmark import main as bench_main
 from .conformance import main as conformance_main
 from .logs import ADAPTER_LOGGER
+from .probe import command as probe_command
 from .release import main as release_main
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
@@ -104,6 +105,7 @@ def cmd_version(_argv: Sequence[str]) -> int:
 
 COMMANDS: dict[str, Any] = {
     "serve": (cmd_serve, "serve a model with vLLM over NNRP"),
+    "probe": (probe_command, "health probe: is an NNRP endpoint serving its capability document?"),
     "conformance": (cmd_conformance, "start the adapter on the embedded default and run the suite"),
     "release": (cmd_release, "the whole release run: suite, benchmarks, release gate"),
     "bench": (cmd_bench, "benchmarks (wire, mapper, latency, cancel, smoke, parity)"),
