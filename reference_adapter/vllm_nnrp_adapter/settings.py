@@ -15,7 +15,7 @@ import argparse
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,6 @@ class ServeConfig:
     #: this process's place among vLLM's API servers (``--api-server-count``; scaleout.py)
     api_server_rank: int = 0
     api_server_count: int = 1
-    extra: dict = field(default_factory=dict)
 
 
 STARTUP_PATH = "vllm-plugin"
