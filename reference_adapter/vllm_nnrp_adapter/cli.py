@@ -23,6 +23,7 @@ from .conformance import main as conformance_main
 from .logs import ADAPTER_LOGGER
 from .probe import command as probe_command
 from .release import main as release_main
+from .scaleout import explicit_path_problem
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
@@ -58,6 +59,7 @@ def cmd_serve(argv: Sequence[str]) -> int:
     logging.getLogger(ADAPTER_LOGGER).setLevel(level)
     model = model_argument(vllm_argv)
     problem = model_path_problem(model) if model is not None else None
+    problem = problem or explicit_path_problem(vllm_argv)
     if problem is not None:  # said before vLLM is imported or the engine starts
         print(f"vllm-nnrp serve: error: {problem}", file=sys.stderr)
         return 2

@@ -20,20 +20,29 @@ vLLM's ``run_multi_api_server`` hands each API server; both 0.18.1 and 0.22.1). 
 server serves the same manifest, so all announce one capability document; ``nnrp-conformance
 run --target A --target B …`` judges them as a fleet.
 
+The explicit path (``vllm-nnrp serve``) is one process with one engine client: it cannot
+start vLLM's API servers, and ``--headless`` would leave it nothing to serve from, so
+:func:`explicit_path_problem` refuses both before the engine starts and names the plugin path.
+
 Imports neither vLLM nor nnrp-py (vLLM loads the plugin in every process it starts).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .settings import ServeConfig
 
-__all__ = ["ScaleOutError", "api_server_rank", "config_for_rank", "listen_for_rank",
-           "path_for_rank"]
+__all__ = ["ScaleOutError", "api_server_rank", "config_for_rank", "explicit_path_problem",
+           "listen_for_rank", "path_for_rank"]
+
+#: what to run instead, named in the explicit path's refusal
+PLUGIN_COMMAND = ("NNRP_PLUGIN_LISTEN=HOST:PORT vllm serve MODEL {flags} --middleware "
+                  "vllm_nnrp_adapter.vllm_plugin.NnrpServing")
 
 
 class ScaleOutError(ValueError):
@@ -112,3 +121,30 @@ def config_for_rank(config: ServeConfig, rank: int, count: int) -> ServeConfig:
         api_server_rank=rank,
         api_server_count=count,
     )
+
+
+def _flag_value(argv: Sequence[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def explicit_path_problem(vllm_argv: Sequence[str]) -> str | None:
+    """Why ``vllm-nnrp serve`` cannot run with these vLLM flags (several API servers,
+    ``--headless``), or None."""
+    count = _flag_value(vllm_argv, "--api-server-count", "-asc")
+    if count is not None and count.strip().lstrip("+").isdigit() and int(count) > 1:
+        return ("--api-server-count " + count.strip() + ": vllm-nnrp serve is one process "
+                "with one engine client and starts no API servers; vLLM's own `vllm serve` "
+                "does, and the plugin path serves NNRP from each of them (API server r on "
+                "port + r): " + PLUGIN_COMMAND.format(flags="--api-server-count " + count))
+    if "--headless" in vllm_argv:
+        return ("--headless runs engines without an API server, so there is nothing to serve "
+                "NNRP from: run it with `vllm serve` as vLLM documents, and serve NNRP from the "
+                "front end's `vllm serve` with the plugin path: "
+                + PLUGIN_COMMAND.format(flags="--data-parallel-size N …"))
+    return None

@@ -11,6 +11,7 @@ from vllm_nnrp_adapter.scaleout import (
     ScaleOutError,
     api_server_rank,
     config_for_rank,
+    explicit_path_problem,
     listen_for_rank,
 )
 from vllm_nnrp_adapter.settings import ServeConfig
@@ -64,3 +65,33 @@ def test_rank_comes_from_the_engine_clients_config() -> None:
         api_server_rank(_state(2))
     with pytest.raises(ScaleOutError):
         api_server_rank(_state(2, 2, 2))  # a rank outside the count is not trusted
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["--api-server-count", "2"], "--api-server-count 2: vllm-nnrp serve is one process"),
+    (["--api-server-count=4"], "--api-server-count 4"),
+    (["-asc", "2"], "--api-server-count 2"),
+    (["--headless", "--data-parallel-size", "2"], "--headless runs engines without an API server"),
+])
+def test_the_explicit_path_refuses_what_only_vllm_serve_can_start(argv: list[str],
+                                                                  named: str) -> None:
+    problem = explicit_path_problem(["--model", "/m", *argv])
+    assert problem is not None and named in problem
+    assert "vllm_nnrp_adapter.vllm_plugin.NnrpServing" in problem  # says what to run instead
+
+
+def test_the_explicit_path_takes_one_api_server() -> None:
+    assert explicit_path_problem(["--model", "/m", "--api-server-count", "1"]) is None
+    assert explicit_path_problem(["--model", "/m"]) is None
+
+
+def test_vllm_nnrp_serve_says_it_before_the_engine_starts(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_nnrp_adapter.cli import cmd_serve
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert cmd_serve(["--model", str(model), "--api-server-count", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vllm-nnrp serve: error: --api-server-count 2:"), err
