@@ -29,8 +29,8 @@ from typing import Any
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from .benchmark import proc_cpu
 from .processes import (
-    _process_tree,
     listening_tcp_ports,
+    process_tree,
     shm_files_in_use,
     stop_process_group,
 )
@@ -291,7 +291,7 @@ class AdapterProcess:
         time.sleep(0.05)  # the ready file is written in one call, but be safe on slow disks
         self.info = json.loads(ready.read_text(encoding="utf-8"))
         self.started_in_s = time.monotonic() - t0
-        self._seen_pids.update(_process_tree(self._proc.pid))
+        self._seen_pids.update(process_tree(self._proc.pid))
         self._seen_shm.update(shm_files_in_use(self._seen_pids))
         return self
 
@@ -313,7 +313,7 @@ class AdapterProcess:
                 time.sleep(0.2)
             time.sleep(0.05)
             infos.append(json.loads(ready.read_text(encoding="utf-8")))
-        self._seen_pids.update(_process_tree(self._proc.pid))
+        self._seen_pids.update(process_tree(self._proc.pid))
         self._seen_shm.update(shm_files_in_use(self._seen_pids))
         return infos
 
@@ -321,19 +321,19 @@ class AdapterProcess:
         """Resident memory of the adapter and every process it started (the engine core)."""
         if not self._proc:
             return 0
-        return sum(proc_cpu.rss_bytes(pid) or 0 for pid in _process_tree(self._proc.pid))
+        return sum(proc_cpu.rss_bytes(pid) or 0 for pid in process_tree(self._proc.pid))
 
     def listeners(self) -> dict[int, set[int]]:
         """Listening TCP ports of the adapter and every process it started, by pid."""
         if not self._proc:
             return {}
-        return {pid: listening_tcp_ports(pid) for pid in _process_tree(self._proc.pid)}
+        return {pid: listening_tcp_ports(pid) for pid in process_tree(self._proc.pid)}
 
     def engine_core_pid(self) -> int:
         """The pid of vLLM's engine-core process under the adapter (for fault tests)."""
         if not self._proc:
             raise ConformanceSetupError("the adapter is not running")
-        for pid in _process_tree(self._proc.pid):
+        for pid in process_tree(self._proc.pid):
             with contextlib.suppress(OSError):
                 if b"EngineCore" in Path(f"/proc/{pid}/cmdline").read_bytes():
                     return pid

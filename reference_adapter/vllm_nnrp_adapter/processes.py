@@ -11,7 +11,8 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["listening_tcp_ports", "remove_leftovers", "shm_files_in_use", "stop_process_group"]
+__all__ = ["listening_tcp_ports", "process_tree", "remove_leftovers", "shm_files_in_use",
+           "stop_process_group"]
 
 def stop_process_group(
     proc: subprocess.Popen,
@@ -29,7 +30,7 @@ def stop_process_group(
     tree held when it was seen earlier (a killed engine core's ``psm_*`` segment, 160 MiB, is
     named after no pid and held by nobody once it is dead).
     """
-    pids = set(known_pids) | set(_process_tree(proc.pid))
+    pids = set(known_pids) | set(process_tree(proc.pid))
     shm = shm_files_in_use(pids) | set(known_shm)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -113,7 +114,8 @@ def listening_tcp_ports(pid: int) -> set[int]:
     return ports
 
 
-def _process_tree(root: int) -> list[int]:
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process below it, read from /proc (parents before children)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

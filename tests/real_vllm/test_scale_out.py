@@ -7,7 +7,10 @@ script fails) with the plugin path:
   each serves NNRP on its own address (configured port + rank, ``scaleout.py``);
 * ``--data-parallel-size 2`` (internal load balancing): two engine cores, one per core of the
   machine (``VLLM_CPU_OMP_THREADS_BIND=0|1``: vLLM's default binds one NUMA node per rank and
-  this machine has one), and the two API servers vLLM gives them by default.
+  this machine has one), and the two API servers vLLM gives them by default;
+* data parallel across "nodes" (vLLM's hybrid load balancing) on one machine: a front end
+  with rank 0 and the plugin, and a second ``vllm serve --headless`` with rank 1 and no API
+  server, joined over vLLM's own DP RPC port: NNRP is served by the front end only.
 
 Each deployment's NNRP endpoints are judged with ``nnrp-conformance run --target A --target B``:
 the whole suite against each, then the fleet verdict. Ray (``--distributed-executor-backend
@@ -29,7 +32,8 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter.conformance import AdapterProcess
+from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, AdapterProcess, engine_environment
+from vllm_nnrp_adapter.processes import process_tree, shm_files_in_use, stop_process_group
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]
@@ -64,8 +68,9 @@ def _start(vllm_env: dict[str, Any], tmp: Path, name: str, extra_args: list[str]
     return proc, port
 
 
-def _judge_fleet(targets: list[str], out: Path) -> tuple[subprocess.CompletedProcess[str], float]:
-    """``nnrp-conformance run`` with every target, as a provider runs it (its own process)."""
+def _judge(targets: list[str], out: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``nnrp-conformance run`` with every target (several: a fleet), as a provider runs it
+    (its own process)."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--manifest", str(MANIFEST)]
     for target in targets:
@@ -131,7 +136,7 @@ def test_the_api_servers_pass_the_suite_as_one_fleet(two_api_servers: dict[str, 
                                                      record_property: Any) -> None:
     targets = [i["address"] for i in two_api_servers["infos"]]
     out = two_api_servers["tmp"] / "fleet"
-    proc, took = _judge_fleet(targets, out)
+    proc, took = _judge(targets, out)
     _check_fleet(proc, out, targets, two_api_servers["proc"])
     figures = {"version": vllm_env["version"], "mode": "api-server-count 2",
                "startup_s": round(two_api_servers["startup_s"], 1),
@@ -162,7 +167,7 @@ def test_data_parallel_ranks_pass_the_suite_as_one_fleet(vllm_env: dict[str, Any
         targets = [i["address"] for i in infos]
         assert targets == [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]
         out = tmp_path / "fleet"
-        run, took = _judge_fleet(targets, out)
+        run, took = _judge(targets, out)
         _check_fleet(run, out, targets, proc)
         figures = {"version": vllm_env["version"], "mode": "data-parallel-size 2",
                    "startup_s": round(startup, 1), "rss_mib": round(proc.rss_bytes() / 2**20),
@@ -171,3 +176,61 @@ def test_data_parallel_ranks_pass_the_suite_as_one_fleet(vllm_env: dict[str, Any
         print("scale-out figures:", json.dumps(figures))
     finally:
         proc.stop()
+
+
+# --- data parallel across nodes (hybrid), on one machine ---------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, Any],
+                                                            tmp_path: Path,
+                                                            record_property: Any) -> None:
+    dp = ["--data-parallel-size", "2", "--data-parallel-size-local", "1",
+          "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(_free_port())]
+    # the "other node": rank 1's engine, no API server; started first, it waits for the front end
+    log = tmp_path / "headless.log"
+    env = {**engine_environment(vllm_env["python"]), "VLLM_CPU_OMP_THREADS_BIND": "1",
+           "VLLM_RPC_BASE_PATH": str(tmp_path)}
+    with log.open("wb") as out:
+        headless = subprocess.Popen(
+            [vllm_env["python"], *VLLM_SERVE, "serve", str(vllm_env["model"]),
+             *EMBEDDED_ENGINE_ARGS, *dp, "--headless", "--data-parallel-start-rank", "1"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+    t0 = time.monotonic()
+    front = None
+    try:
+        front, _port = _start(vllm_env, tmp_path, "front-end", [*dp, "--data-parallel-start-rank", "0"],
+                              {"VLLM_CPU_OMP_THREADS_BIND": "0"})
+        startup = time.monotonic() - t0
+        assert headless.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert "api_server" not in front.info  # one API server on the front end
+        # the headless rank runs no API server, so the plugin never serves there
+        assert "vllm-nnrp serving:" not in log.read_text(errors="replace")
+        out = tmp_path / "suite"
+        run, took = _judge([front.address], out)
+        assert run.returncode == 0, run.stdout[-4000:] + front.log_path.read_text(
+            errors="replace")[-3000:]
+        results = out / "nnrp-conformance" / "case-results.json"
+        outcomes = [r["outcome"] for r in json.loads(results.read_text())["results"]]
+        assert outcomes.count("passed") >= 20 and "failed" not in outcomes, outcomes
+        # both ranks' engines took part: the front end's DP coordinator saw two engines
+        text = front.log_path.read_text(errors="replace") + log.read_text(errors="replace")
+        assert "DP rank 1" in text or "EngineCore_DP1" in text, text[-3000:]
+        figures = {"version": vllm_env["version"], "mode": "hybrid data-parallel 2 (1 headless)",
+                   "startup_s": round(startup, 1),
+                   "rss_mib": round(front.rss_bytes() / 2**20), "suite_s": round(took, 1)}
+        record_property("figures", json.dumps(figures))
+        print("scale-out figures:", json.dumps(figures))
+    finally:
+        # what the headless tree holds now goes with it, even if a process ends first
+        pids = process_tree(headless.pid)
+        held = shm_files_in_use(pids)
+        if front is not None:
+            front.stop()
+        stop_process_group(headless, 60, known_pids=pids, known_shm=held)
