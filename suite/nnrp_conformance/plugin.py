@@ -1,10 +1,11 @@
 """The pytest face of the suite (entry point ``pytest11: nnrp_conformance``).
 
-Owns: the ``--nnrp-*`` options and their ini keys, turning the execution plan into test items
-(one per recipe, nodeid ``nnrp-conformance::<recipe id>``, marked ``level<N>``, the status and
-one marker per required capability), running each through the shared core
-(:mod:`nnrp_conformance.session`), h2spec-style failure output, shipping each case's record
-from xdist workers to the controller, and the reports written at the end.
+Owns the run's life in pytest: the configuration (options and ini keys in
+:mod:`.plugin_options`), one :class:`TargetRun` per target (one, or each target of a fleet:
+``--nnrp-target`` repeated, :mod:`.fleet`), collecting each target's plan as test items (the
+nodes are :mod:`.plugin_items`: nodeid ``nnrp-conformance::<recipe id>``, with a fleet
+``nnrp-conformance[<target>]::<recipe id>``), shipping each case's record from xdist workers to
+the controller, and the reports written at the end (with a fleet, the merged one too).
 
 Rules (documented in docs/):
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from nnrp_conformance import contract, runner
 from nnrp_conformance.artifacts import keep_out_of_version_control
 from nnrp_conformance.events import CaseFinished, CaseRecord, CaseStarted, EventBus, RunFinished
 from nnrp_conformance.fixtures import (
@@ -43,8 +42,6 @@ from nnrp_conformance.fixtures import (
     nnrp_manifest,
     nnrp_recipe_runner,
 )
-
-# pytest finds the hook here, in the module its pytest11 entry point names
 from nnrp_conformance.fleet import (
     default_folder,
     fleet_report_path,
@@ -53,10 +50,18 @@ from nnrp_conformance.fleet import (
     target_slug,
 )
 from nnrp_conformance.merge import MergedRuns, MergeError, merge_runs
+from nnrp_conformance.plugin_items import (
+    BASE_MARKERS,
+    RecipeFailure,
+    RecipeItem,
+    RecipeSuite,
+    capability_marker,
+)
+
+# pytest finds the hook here, in the module its pytest11 entry point names
 from nnrp_conformance.plugin_options import _options, _targets, pytest_addoption
-from nnrp_conformance.recording import case_record, fill_not_run, finish_run
+from nnrp_conformance.recording import fill_not_run, finish_run
 from nnrp_conformance.reports import CaseResultsHandler, file_handlers
-from nnrp_conformance.reports.format import event_runs, findings_block
 from nnrp_conformance.reports.merged import print_merged, write_merged_reports
 from nnrp_conformance.reports.terminal import render_summary, summary_console
 from nnrp_conformance.session import ConformanceCore, RunOptions, SetupError, TargetError
@@ -80,26 +85,11 @@ _PLUGIN_NAME = "nnrp-conformance-run"
 _RECORD_ATTR = "nnrp_case"  # the TestReport attribute xdist serialises with the report
 _WORKER_CAPS = "nnrp_capabilities_json"
 
-_BASE_MARKERS = {
-    **{f"level{lv}": f"NNRP recipe of compatibility Level {lv}" for lv in contract.LEVELS},
-    **{s: f"NNRP recipe with status {s}" for s in contract.RECIPE_STATUSES},
-    "nnrp": "an NNRP openai-compatible/1 conformance recipe",
-}
-
-
-def capability_marker(token: str) -> str:
-    """A capability token as a marker name (``-m`` needs identifiers): ``api.streaming`` ->
-    ``streaming``, ``api.extension.x-y.critical`` -> ``extension_x_y_critical``."""
-    name = token.removeprefix("api.")
-    name = re.sub(r"[^0-9A-Za-z_]+", "_", name).strip("_").lower()
-    return name if name and not name[0].isdigit() else f"cap_{name}"
-
-
 # --- configuration ---------------------------------------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name, text in _BASE_MARKERS.items():
+    for name, text in BASE_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     options = _options(config)
     if options is None:
@@ -134,14 +124,6 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     except ValueError:
         return False
     return dist not in (None, "no") and not config.getoption("collectonly")
-
-
-class RecipeFailure(Exception):
-    """A selected recipe failed; carries its record for the h2spec-style report."""
-
-    def __init__(self, record: CaseRecord) -> None:
-        self.record = record
-        super().__init__(f"{record.id}: {record.message or 'failed'}")
 
 
 @dataclass
@@ -279,7 +261,7 @@ class NnrpConformancePlugin:
             for run in self.runs:
                 if run.core.plan is not None:
                     report.result.append(RecipeSuite.from_parent(
-                        collector, name=run.node, nodeid=run.node, run=run))
+                        collector, name=run.node, nodeid=run.node, core=run.core))
         return report
 
     # running ----------------------------------------------------------------------------
@@ -379,86 +361,3 @@ class NnrpConformancePlugin:
                 terminalreporter.write_line(f"wrote {path}")
 
 
-# --- nodes ------------------------------------------------------------------------------------
-
-
-class RecipeSuite(pytest.Collector):
-    """One target's plan as a collector: one item per recipe, in plan order."""
-
-    def __init__(self, *, run: TargetRun, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.run = run
-
-    def collect(self) -> list[pytest.Item]:
-        core = self.run.core
-        return [RecipeItem.from_parent(self, name=case.id, case=case, core=core)
-                for case in core.plan.cases]
-
-
-class RecipeItem(pytest.Item):
-    """One recipe run against the target; a failure raises :class:`RecipeFailure`."""
-
-    def __init__(self, *, case: Any, core: ConformanceCore, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.case = case
-        self.core = core
-        self.record: CaseRecord | None = None
-        names = ["nnrp", f"level{case.level}", case.status]
-        names += [capability_marker(t) for t in case.required_capabilities]
-        registered = {line.split(":", 1)[0].strip() for line in self.config.getini("markers")}
-        for name in dict.fromkeys(names):
-            if name not in registered:
-                self.config.addinivalue_line("markers", f"{name}: NNRP recipe capability")
-            self.add_marker(name)
-        self.extra_keyword_matches.update(case.required_capabilities)
-        self.user_properties += [("nnrp_recipe", case.id), ("nnrp_level", str(case.level)),
-                                 ("nnrp_status", case.status)]
-        if case.selection != contract.SEL_SELECTED:
-            self.add_marker(pytest.mark.skip(reason=f"{case.selection}: {case.reason or ''}"
-                                             .rstrip(": ")))
-
-    def skipped_record(self) -> CaseRecord:
-        return CaseRecord.from_result(runner.skipped_result(self.case))
-
-    def runtest(self) -> None:
-        core = self.core
-        try:
-            result = core.run_case(self.case)
-        except SetupError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        self.record = record = case_record(core, self.case, result)
-        if record.waived:
-            rules = ", ".join(sorted({f.rule for f in record.findings}))
-            pytest.xfail(f"waived by the baseline ({rules})")
-        if record.failed:
-            raise RecipeFailure(record)
-        if record.skipped:
-            pytest.skip(record.reason or record.message or "skipped by the runner")
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str | Any:
-        if isinstance(excinfo.value, RecipeFailure):
-            return format_failure(excinfo.value.record, self.case)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        # a line number is required for skip reports; recipes have no meaningful one
-        return self.case.recipe.path, 0, f"recipe {self.case.id}"
-
-
-def format_failure(record: CaseRecord, case: Any) -> str:
-    expected = case.expect.get("terminal", contract.TERMINAL_SUCCESS)
-    lines = [
-        f"recipe {record.id} ({record.status}, level {record.level}) FAILED",
-        f"  recipe file: {case.recipe.path}",
-        f"  terminal: seen {record.terminal!r}, expected {expected!r}",
-        f"  events ({len(record.event_types)}): {event_runs(record.event_types)}",
-    ]
-    if record.message and not record.findings:
-        lines.append(f"  verdict: {record.message}")
-    lines += findings_block(record, numbered=True)
-    if record.reproduce:
-        lines.append(f"  reproduce: {record.reproduce}")
-    if record.trace:
-        lines.append(f"  frame trace: {record.trace}")
-    return "\n".join(lines)

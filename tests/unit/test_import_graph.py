@@ -169,8 +169,8 @@ def test_imports_in_function_bodies_count_and_type_checking_ones_do_not() -> Non
 
 
 #: the suite's faces and outputs; everything else in nnrp_conformance is the core
-FACES = ("nnrp_conformance.plugin", "nnrp_conformance.cli", "nnrp_conformance.commands",
-         "nnrp_conformance.reports", "nnrp_conformance.fixtures")
+FACES = ("nnrp_conformance.plugin", "nnrp_conformance.plugin_items", "nnrp_conformance.cli",
+         "nnrp_conformance.commands", "nnrp_conformance.reports", "nnrp_conformance.fixtures")
 
 
 def test_the_suite_core_never_imports_a_report() -> None:
