@@ -18,11 +18,11 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from nnrp_conformance import validation
+from nnrp_conformance.documents import DocumentSyntaxError, is_yaml, parse_document
 from nnrp_conformance.events import CaseRecord
 from nnrp_conformance.rules import LEVEL_FAILED, VERDICT_WAIVED
 
@@ -102,30 +102,18 @@ class Baseline:
         return out
 
 
-def _dates_as_text(data: Any) -> Any:
-    # YAML reads 2027-03-01 as a date; the schema (and JSON) want the text
-    if isinstance(data, dict):
-        return {k: _dates_as_text(v) for k, v in data.items()}
-    if isinstance(data, list):
-        return [_dates_as_text(v) for v in data]
-    return data.isoformat() if isinstance(data, dt.date) else data
-
-
 def load_baseline(path: Path) -> Baseline:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BaselineError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
     try:
-        data = _dates_as_text(yaml.safe_load(text)) if path.suffix in (".yaml", ".yml") \
-            else json.loads(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise BaselineError(f"{path}: not valid {'YAML' if path.suffix != '.json' else 'JSON'}: "
-                            f"{exc}") from None
+        data = parse_document(text, yaml_syntax=is_yaml(path))
+    except DocumentSyntaxError as exc:
+        raise BaselineError(f"{path}: {exc}") from None
     problems = validation.validate("baseline", data)
     if problems:
-        first = problems[0]
-        raise BaselineError(f"{path}: {first.pointer or '/'}: {first.message}")
+        raise BaselineError(f"{path}: {problems[0]}")
     waivers = []
     for i, w in enumerate(data["waivers"]):
         try:

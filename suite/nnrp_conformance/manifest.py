@@ -25,15 +25,13 @@ missing) is the planner's rule, not a token rule; see :mod:`nnrp_conformance.pla
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nnrp_conformance import contract, validation
+from nnrp_conformance.documents import DocumentSyntaxError, is_yaml, parse_document
 
 __all__ = [
     "Manifest",
@@ -192,17 +190,7 @@ def load_manifest(path: Path | str) -> Manifest:
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError([ManifestProblem(path, "", f"cannot read: {exc}")]) from None
     try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
-        else:
-            data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ManifestError([ManifestProblem(
-            path, "", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")]
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise ManifestError([ManifestProblem(
-            path, "", f"invalid YAML{at}: {getattr(exc, 'problem', None) or exc}")]) from None
+        data = parse_document(text, yaml_syntax=is_yaml(path))
+    except DocumentSyntaxError as exc:
+        raise ManifestError([ManifestProblem(path, "", str(exc))]) from None
     return manifest_from_dict(data, path)

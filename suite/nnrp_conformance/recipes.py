@@ -14,16 +14,14 @@ the profile are Level 1 concerns).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nnrp_conformance import contract, rules, validation
+from nnrp_conformance.documents import DocumentSyntaxError, parse_document
 
 __all__ = [
     "RECIPE_SUFFIXES",
@@ -135,21 +133,11 @@ def _parse(path: Path) -> tuple[Any, list[RecipeProblem]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, [RecipeProblem(path, "", f"not UTF-8 text (byte offset {exc.start})")]
-    if path.suffix.lower() == ".json":
-        try:
-            return json.loads(text), []
-        except json.JSONDecodeError as exc:
-            return None, [
-                RecipeProblem(path, "", f"invalid JSON at line {exc.lineno} column {exc.colno}: "
-                              f"{exc.msg}")
-            ]
     try:
-        return yaml.safe_load(text), []
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        return None, [RecipeProblem(path, "", f"invalid YAML{where}: {problem}")]
+        # a recipe is YAML unless it is named .json
+        return parse_document(text, yaml_syntax=path.suffix.lower() != ".json"), []
+    except DocumentSyntaxError as exc:
+        return None, [RecipeProblem(path, "", str(exc))]
 
 
 def _schema_problems(path: Path, data: Any) -> list[RecipeProblem]:
