@@ -11,8 +11,8 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-__all__ = ["listening_tcp_ports", "process_tree", "remove_leftovers", "shm_files_in_use",
-           "stop_process_group"]
+__all__ = ["listening_tcp_ports", "orphaned_shm", "process_tree", "remove_leftovers",
+           "shm_files_in_use", "stop_process_group"]
 
 def stop_process_group(
     proc: subprocess.Popen,
@@ -60,14 +60,29 @@ def remove_leftovers(pids: Sequence[int], shm: Iterable[Path] = ()) -> list[Path
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed.append(path)
-    left = {path for path in shm if path.exists()}
-    if left:
-        left -= shm_files_in_use(int(e) for e in os.listdir("/proc") if e.isdigit())
-    for path in sorted(left):
+    for path in sorted(orphaned_shm(path for path in shm if path.exists())):
         with contextlib.suppress(OSError):
             path.unlink()
             removed.append(path)
     return removed
+
+
+def orphaned_shm(paths: Iterable[Path]) -> set[Path]:
+    """Those of ``paths`` that no live process holds open or mapped, and that are no OpenMP
+    registration of a live process (``__KMP_REGISTERED_LIB_<pid>_*``: a live process removes
+    its own at exit)."""
+    paths = set(paths)
+    if not paths:
+        return set()
+    held = shm_files_in_use(int(e) for e in os.listdir("/proc") if e.isdigit())
+    out = set()
+    for path in paths - held:
+        if path.name.startswith("__KMP_REGISTERED_LIB_"):
+            pid = path.name.removeprefix("__KMP_REGISTERED_LIB_").split("_")[0]
+            if pid.isdigit() and Path(f"/proc/{pid}").exists():
+                continue
+        out.add(path)
+    return out
 
 
 def shm_files_in_use(pids: Iterable[int]) -> set[Path]:

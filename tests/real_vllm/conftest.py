@@ -22,7 +22,7 @@ from vllm_nnrp_adapter.conformance import (
     tiny_model,
     vllm_python,
 )
-from vllm_nnrp_adapter.processes import shm_files_in_use
+from vllm_nnrp_adapter.processes import orphaned_shm
 
 VERSIONS = (LOWER_BOUND_TESTED, CURRENT_LINE_TESTED)
 REPO = Path(__file__).resolve().parents[2]
@@ -41,23 +41,8 @@ def _vllm_shm_files() -> set[Path]:
     return {p for pattern in SHM_PATTERNS for p in SHM.glob(pattern)}
 
 
-def _orphaned(paths: set[Path]) -> set[Path]:
-    """Those of ``paths`` no live process holds (a registration names its dead pid)."""
-    held = shm_files_in_use(int(e) for e in os.listdir("/proc") if e.isdigit())
-    out = set()
-    for path in paths:
-        if path in held:
-            continue
-        if path.name.startswith("__KMP_REGISTERED_LIB_"):
-            pid = path.name.removeprefix("__KMP_REGISTERED_LIB_").split("_")[0]
-            if pid.isdigit() and Path(f"/proc/{pid}").exists():
-                continue  # the process lives: it removes its own at exit
-        out.add(path)
-    return out
-
-
 def _sweep(before: set[Path], who: str) -> None:
-    left = _orphaned(_vllm_shm_files() - before)
+    left = orphaned_shm(_vllm_shm_files() - before)
     for path in left:
         with contextlib.suppress(OSError):
             path.unlink()
