@@ -115,12 +115,27 @@ def register() -> None:
         STARTUP_PATH,
         MIDDLEWARE,
     )
-    if MIDDLEWARE not in " ".join(sys.argv) and "--config" not in sys.argv:
+    no_api_server = no_api_server_reason(sys.argv, os.environ)
+    if no_api_server is not None:
+        log.warning("vllm-nnrp plugin: %s: NNRP is not served by this process (the front "
+                    "end's vllm serve with the plugin serves it)", no_api_server)
+    elif MIDDLEWARE not in " ".join(sys.argv) and "--config" not in sys.argv:
         log.warning(
             "vllm-nnrp plugin: --middleware %s is not on this command line: NNRP will not "
             "start unless the API server is given it",
             MIDDLEWARE,
         )
+
+
+def no_api_server_reason(argv: list[str], environ: Any) -> str | None:
+    """Why this ``vllm serve`` starts no Python API server (so the middleware never runs), or
+    None: ``--headless`` (engines only, e.g. the other nodes of a data-parallel deployment)
+    or vLLM 0.22's Rust front end (``VLLM_USE_RUST_FRONTEND=1``)."""
+    if "--headless" in argv:
+        return "--headless runs engines without an API server"
+    if str(environ.get("VLLM_USE_RUST_FRONTEND", "0")).strip() not in ("", "0"):
+        return "VLLM_USE_RUST_FRONTEND puts vLLM's Rust front end in place of the Python API server"
+    return None
 
 
 class _Refusal(Exception):

@@ -34,6 +34,7 @@ import pytest
 
 from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, AdapterProcess, engine_environment
 from vllm_nnrp_adapter.processes import process_tree, shm_files_in_use, stop_process_group
+from vllm_nnrp_adapter.settings import ENV_LISTEN
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]
@@ -194,8 +195,9 @@ def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, 
           "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(_free_port())]
     # the "other node": rank 1's engine, no API server; started first, it waits for the front end
     log = tmp_path / "headless.log"
+    # an operator who sets the plugin's switch on every node is told it does nothing here
     env = {**engine_environment(vllm_env["python"]), "VLLM_CPU_OMP_THREADS_BIND": "1",
-           "VLLM_RPC_BASE_PATH": str(tmp_path)}
+           "VLLM_RPC_BASE_PATH": str(tmp_path), ENV_LISTEN: "127.0.0.1:0"}
     with log.open("wb") as out:
         headless = subprocess.Popen(
             [vllm_env["python"], *VLLM_SERVE, "serve", str(vllm_env["model"]),
@@ -210,8 +212,11 @@ def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, 
         startup = time.monotonic() - t0
         assert headless.poll() is None, log.read_text(errors="replace")[-3000:]
         assert "api_server" not in front.info  # one API server on the front end
-        # the headless rank runs no API server, so the plugin never serves there
-        assert "vllm-nnrp serving:" not in log.read_text(errors="replace")
+        # the headless rank runs no API server, so the plugin never serves there, and says so
+        headless_log = log.read_text(errors="replace")
+        assert "vllm-nnrp serving:" not in headless_log
+        assert ("vllm-nnrp plugin: --headless runs engines without an API server: NNRP is not "
+                "served by this process") in headless_log, headless_log[-3000:]
         out = tmp_path / "suite"
         run, took = _judge([front.address], out)
         assert run.returncode == 0, run.stdout[-4000:] + front.log_path.read_text(

@@ -315,3 +315,14 @@ def test_the_operator_guide_lists_every_flag_and_variable() -> None:
     missing = [name for s in settings.SETTINGS for name in (f"`{s.flag}", f"`{s.env}`")
                if name not in guide]
     assert missing == []
+
+
+@pytest.mark.parametrize(("argv", "environ", "reason"), [
+    (["vllm", "serve", "m", "--headless"], {}, "--headless runs engines without an API server"),
+    (["vllm", "serve", "m"], {"VLLM_USE_RUST_FRONTEND": "1"}, "VLLM_USE_RUST_FRONTEND"),
+    (["vllm", "serve", "m", "--api-server-count", "2"], {"VLLM_USE_RUST_FRONTEND": "0"}, None),
+])
+def test_a_serve_without_a_python_api_server_is_named(argv: list[str], environ: dict[str, str],
+                                                      reason: str | None) -> None:
+    said = vllm_plugin.no_api_server_reason(argv, environ)
+    assert said == reason if reason is None else (said is not None and reason in said)
