@@ -21,7 +21,12 @@ from nnrp.server import NativeServerAcceptOptions, listen_native_server
 
 from nnrp_conformance import contract
 from nnrp_conformance.wire import lifetime, nodelay
-from nnrp_conformance.wire.pump import parse_address, server_options, status_text
+from nnrp_conformance.wire.pump import (
+    parse_address,
+    server_options,
+    status_text,
+    unlistenable_reason,
+)
 
 from . import sdk
 from .operation import Handler
@@ -104,9 +109,9 @@ class NnrpServer(_OperationRunner):
                 lambda: listen_native_server(opts), f"listener {self.endpoint.provider_uri}"
             )
         except NativeRuntimeError as exc:
-            raise OSError(
-                f"cannot listen on {self.endpoint.provider_uri}: {status_text(exc)}: {exc}"
-            ) from None
+            # nnrp-py says "detail=106" for a port in use: a plain bind says it in words
+            reason = unlistenable_reason(self.endpoint) or f"{status_text(exc)}: {exc}"
+            raise OSError(f"cannot listen on {self.endpoint.provider_uri}: {reason}") from None
         bound = self._native_server.bound_provider_endpoints[self.endpoint.transport].uri
         self.address = bound.split("://", 1)[1] if self.endpoint.transport == "tcp" else bound
         self._accept_thread = threading.Thread(

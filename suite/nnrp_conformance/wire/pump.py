@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import socket
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -121,6 +123,34 @@ def unreachable_reason(endpoint: Endpoint, timeout: float = 1.0) -> str | None:
         return f"no answer from {shown} within {timeout:g} s"
     except OSError as exc:
         return f"cannot reach {shown}: {exc.strerror or exc}"
+    return None
+
+
+def unlistenable_reason(endpoint: Endpoint) -> str | None:
+    """Why a listen on ``endpoint`` failed, told by a plain socket, or None if it cannot tell.
+
+    nnrp-py reports a port in use as an internal error with a detail code (106); a plain bind
+    says it in words. Only called after a failed listen."""
+    if endpoint.transport == "ipc":
+        path = endpoint.provider_uri.removeprefix("unix://")
+        return f"socket path {path} already exists" if Path(path).exists() else None
+    if endpoint.transport not in ("tcp", "websocket") or not endpoint.port:
+        return None  # quic is UDP; port 0 cannot be in use
+    family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
+    shown = f"[{endpoint.host}]:{endpoint.port}" if ":" in endpoint.host \
+        else f"{endpoint.host}:{endpoint.port}"
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nnrp-py binds
+            probe.bind((endpoint.host, endpoint.port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"address {shown} already in use (another process listens there)"
+        if exc.errno == errno.EADDRNOTAVAIL:
+            return f"{endpoint.host} is not an address of this machine"
+        if exc.errno == errno.EACCES:
+            return f"no permission to listen on {shown} (ports below 1024 need privileges)"
+        return f"cannot bind {shown}: {exc.strerror or exc}"
     return None
 
 
