@@ -111,6 +111,27 @@ def test_the_action_passes_a_conformant_endpoint(venv: Path, endpoint: Any,
         capture_output=True, text=True, check=True).stdout
 
 
+def test_the_action_judges_several_targets_as_a_fleet(venv: Path, endpoint: Any,
+                                                       start_endpoint: Any,
+                                                       tmp_path: Path) -> None:
+    with start_endpoint(tmp_path, None, ("--listen", f"ipc://{tmp_path / 'ep.sock'}")) as ipc:
+        values = inputs(target=f"{endpoint.address} {ipc.address}",
+                        manifest=str(endpoint.manifest))
+        waited, _ = run_step(step("Wait"), values, cwd=tmp_path, venv=venv)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert f"the target {endpoint.address} answers" in waited.stdout
+        assert f"the target {ipc.address} answers" in waited.stdout
+        ran, outputs = run_step(step("Run the conformance"), values, cwd=tmp_path, venv=venv)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    out = tmp_path / values["output-dir"]
+    assert outputs == {"results": values["output-dir"],
+                       "report": f"{values['output-dir']}/report.html", "exit-code": "0"}
+    assert "fleet verdict: PASSED" in ran.stdout
+    assert len(list(out.glob("*/case-results.json"))) == 2  # one folder per target
+    assert (out / "report.html").is_file() and (out / "report.md").read_text().startswith(
+        "# NNRP openai-compatible/1 conformance: fleet of 2 targets")
+
+
 def test_the_action_fails_the_step_on_a_failing_recipe(venv: Path, start_endpoint: Any,
                                                        tmp_path: Path) -> None:
     with start_endpoint(tmp_path, "schema-invalid-event") as ep:
