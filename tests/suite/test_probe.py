@@ -1,8 +1,9 @@
 """``vllm-nnrp probe``, the deployment's health signal, run as the real command over loopback.
 
-Against the example endpoint (docs/examples/minimal_endpoint, the suite tests' target): ready
-when it serves the capability document; not ready when it never answers (its ``silence``
-defect) or answers the discovery with an error (its ``upstream-names`` variant). Also: nothing
+Against the example endpoint (docs/examples/minimal_endpoint, started by this folder's
+``start_endpoint`` fixture): ready when it serves the capability document; not ready when it
+never answers (its ``silence`` defect) or answers the discovery with an error (its
+``upstream-names`` variant). Also: nothing
 listening, a peer that accepts TCP and never opens a session (a hung server: the probe must
 still end within its bound), and bad addresses. Every failure is one line on stderr, never a
 traceback.
@@ -10,56 +11,21 @@ traceback.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.wire
 
 REPO = Path(__file__).resolve().parents[2]
-ENDPOINT = REPO / "docs" / "examples" / "minimal_endpoint" / "endpoint.py"
-_START_LIMIT_S = 120.0  # a start on a loaded 2-core machine has taken over 30 s
 TIMEOUT = 1.5  # the probe's --timeout in these tests
 # the probe's own bound (timeout + its 2 s grace) and the interpreter's start on a slow machine
 BOUND_S = TIMEOUT + 2.0 + 10.0
-
-
-@contextlib.contextmanager
-def example_endpoint(tmp: Path, *args: str) -> Iterator[str]:
-    """Start the example endpoint on an ephemeral loopback port; yield ``host:port``."""
-    out = tmp / "endpoint.out"
-    with out.open("wb") as fout:
-        proc = subprocess.Popen(
-            [sys.executable, str(ENDPOINT), "--listen", "127.0.0.1:0", *args],
-            stdout=fout,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    try:
-        deadline = time.monotonic() + _START_LIMIT_S
-        while True:
-            first, newline, _ = out.read_text(errors="replace").partition("\n")
-            if newline and first.startswith("LISTENING "):
-                yield first.split()[1]
-                return
-            if proc.poll() is not None:
-                pytest.fail(f"endpoint exited with {proc.returncode}: {out.read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"endpoint announced no address within {_START_LIMIT_S}s")
-            time.sleep(0.05)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def probe(*args: str) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -89,8 +55,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_ready_when_the_capability_document_comes_back(tmp_path: Path) -> None:
-    with example_endpoint(tmp_path) as address:
+def test_ready_when_the_capability_document_comes_back(tmp_path: Path,
+                                                       start_endpoint: Any) -> None:
+    with start_endpoint(tmp_path) as ep:
+        address = ep.address
         done, _ = probe(address, "--timeout", "10")
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
@@ -100,8 +68,10 @@ def test_ready_when_the_capability_document_comes_back(tmp_path: Path) -> None:
     )
 
 
-def test_an_endpoint_that_never_answers_is_not_ready_within_the_bound(tmp_path: Path) -> None:
-    with example_endpoint(tmp_path, "--defect", "silence") as address:
+def test_an_endpoint_that_never_answers_is_not_ready_within_the_bound(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    with start_endpoint(tmp_path, "silence") as ep:
+        address = ep.address
         done, took = probe(address, "--timeout", str(TIMEOUT))
     assert done.returncode == 1
     assert one_line_failure(done) == (
@@ -111,8 +81,10 @@ def test_an_endpoint_that_never_answers_is_not_ready_within_the_bound(tmp_path: 
     assert took < BOUND_S
 
 
-def test_an_error_answer_to_the_discovery_is_not_ready(tmp_path: Path) -> None:
-    with example_endpoint(tmp_path, "--variant", "upstream-names") as address:
+def test_an_error_answer_to_the_discovery_is_not_ready(tmp_path: Path,
+                                                       start_endpoint: Any) -> None:
+    with start_endpoint(tmp_path, None, ("--variant", "upstream-names")) as ep:
+        address = ep.address
         done, _ = probe(address, "--timeout", "10")
     assert done.returncode == 1
     line = one_line_failure(done)
