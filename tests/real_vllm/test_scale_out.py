@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from vllm_nnrp_adapter.benchmark.http_sse import free_port
 from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, AdapterProcess, engine_environment
 from vllm_nnrp_adapter.processes import process_tree, shm_files_in_use, stop_process_group
 from vllm_nnrp_adapter.settings import ENV_LISTEN
@@ -182,17 +183,11 @@ def test_data_parallel_ranks_pass_the_suite_as_one_fleet(vllm_env: dict[str, Any
 # --- data parallel across nodes (hybrid), on one machine ---------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, Any],
                                                             tmp_path: Path,
                                                             record_property: Any) -> None:
     dp = ["--data-parallel-size", "2", "--data-parallel-size-local", "1",
-          "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(_free_port())]
+          "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(free_port())]
     # the "other node": rank 1's engine, no API server; started first, it waits for the front end
     log = tmp_path / "headless.log"
     # an operator who sets the plugin's switch on every node is told it does nothing here
