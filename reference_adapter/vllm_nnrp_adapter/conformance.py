@@ -275,46 +275,54 @@ class AdapterProcess:
                 env=env,
                 start_new_session=True,
             )
+        try:
+            self.info = self._await_ready(ready, t0, self.start_timeout, "the adapter")
+        except ConformanceSetupError:
+            if self._proc.poll() is None:  # timed out: what started is ours to stop
+                self.stop()
+            raise
+        self.started_in_s = time.monotonic() - t0
+        self._remember_tree()
+        return self
+
+    def _await_ready(self, ready: Path, since: float, timeout: float,
+                     what: str) -> dict[str, Any]:
+        """Wait for the ready file ``ready`` and read it; a ConformanceSetupError naming
+        ``what`` when the process exits, or ``timeout`` seconds from ``since`` pass, first."""
+        assert self._proc is not None
         while not ready.is_file():
             if self._proc.poll() is not None:
                 raise ConformanceSetupError(
-                    f"the adapter exited with {self._proc.returncode} before serving; "
-                    f"last lines of {log_path}:\n{_tail(log_path)}"
+                    f"{what} exited with {self._proc.returncode} before serving; "
+                    f"last lines of {self.log_path}:\n{_tail(self.log_path)}"
                 )
-            if time.monotonic() - t0 > self.start_timeout:
-                self.stop()
+            if time.monotonic() - since > timeout:
                 raise ConformanceSetupError(
-                    f"the adapter did not serve within {self.start_timeout:.0f} s; "
-                    f"see {log_path}:\n{_tail(log_path)}"
+                    f"{what} did not serve within {timeout:.0f} s; "
+                    f"see {self.log_path}:\n{_tail(self.log_path)}"
                 )
             time.sleep(0.2)
         time.sleep(0.05)  # the ready file is written in one call, but be safe on slow disks
-        self.info = json.loads(ready.read_text(encoding="utf-8"))
-        self.started_in_s = time.monotonic() - t0
+        info: dict[str, Any] = json.loads(ready.read_text(encoding="utf-8"))
+        return info
+
+    def _remember_tree(self) -> None:
+        """Note the processes the adapter runs now and the shared memory they hold, for the
+        clean-up at stop (a process may die before then)."""
+        assert self._proc is not None
         self._seen_pids.update(process_tree(self._proc.pid))
         self._seen_shm.update(shm_files_in_use(self._seen_pids))
-        return self
 
     def api_server_infos(self, count: int, timeout: float = 120.0) -> list[dict[str, Any]]:
         """The start-up information of each of ``count`` API servers (``--api-server-count``,
         data parallel), from their ready files (:func:`.scaleout.path_for_rank`), waiting for
-        the ones not yet serving."""
+        the ones not yet serving (``timeout`` for all of them)."""
         assert self._tmp is not None and self._proc is not None, "start() first"
-        deadline = time.monotonic() + timeout
-        infos = []
-        for rank in range(count):
-            ready = path_for_rank(self._tmp / "ready.json", rank)
-            while not ready.is_file():
-                if self._proc.poll() is not None or time.monotonic() > deadline:
-                    raise ConformanceSetupError(
-                        f"API server {rank} of {count} did not serve NNRP "
-                        f"(exit {self._proc.poll()}); last lines of {self.log_path}:\n"
-                        f"{_tail(self.log_path) if self.log_path else ''}")
-                time.sleep(0.2)
-            time.sleep(0.05)
-            infos.append(json.loads(ready.read_text(encoding="utf-8")))
-        self._seen_pids.update(process_tree(self._proc.pid))
-        self._seen_shm.update(shm_files_in_use(self._seen_pids))
+        since = time.monotonic()
+        infos = [self._await_ready(path_for_rank(self._tmp / "ready.json", rank), since,
+                                   timeout, f"API server {rank} of {count}")
+                 for rank in range(count)]
+        self._remember_tree()
         return infos
 
     def rss_bytes(self) -> int:
