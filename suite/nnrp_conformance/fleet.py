@@ -25,10 +25,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from nnrp_conformance.artifacts import DEFAULT_DIR
-from nnrp_conformance.options import DEFAULT_RESULTS, RunOptions, SetupError
+from nnrp_conformance.options import RunOptions, SetupError
 
-__all__ = ["FLEET_REPORT", "default_folder", "fleet_report_path", "fleet_targets", "target_options", "target_slug"]
+__all__ = ["FLEET_REPORT", "fleet_report_path", "fleet_targets", "target_options", "target_slug"]
 
 #: the merged report's name in the results folder when ``--report`` is not given
 FLEET_REPORT = "fleet"
@@ -59,23 +58,17 @@ def fleet_targets(targets: Sequence[str]) -> list[str]:
     return out
 
 
-def _results_folder(options: RunOptions) -> Path:
-    results = options.results or DEFAULT_RESULTS
-    folder = results.parent
-    return folder if folder.is_absolute() else options.base_dir / folder
-
-
 def target_options(options: RunOptions, target: str) -> RunOptions:
     """The run's options for one target of the fleet, with the target's own files."""
     if options.baseline_update:
         raise SetupError("--baseline-update takes one target: with several, which run's "
                          "failures should the baseline hold?")
-    folder = _results_folder(options) / target_slug(target)
-    results_name = (options.results or DEFAULT_RESULTS).name
+    results = options.artifacts().results
+    folder = results.parent / target_slug(target)
     return dataclasses.replace(
         options,
         target=target,
-        results=folder / results_name,
+        results=folder / results.name,
         plan=folder / (options.plan.name if options.plan else "execution-plan.json"),
         report=None if options.report is None else folder / "report",
         report_ndjson=None if options.report_ndjson is None
@@ -87,13 +80,5 @@ def target_options(options: RunOptions, target: str) -> RunOptions:
 
 def fleet_report_path(options: RunOptions) -> Path:
     """Where the fleet's merged report (PATH.md and PATH.html) goes."""
-    if options.report is not None:
-        report = options.report
-        return report if report.is_absolute() else options.base_dir / report
-    return _results_folder(options) / FLEET_REPORT
-
-
-def default_folder(options: RunOptions) -> Path | None:
-    """The default output folder when the fleet run writes there (kept out of version
-    control like a single run's), else None."""
-    return options.base_dir / DEFAULT_DIR if options.results is None else None
+    art = options.artifacts()
+    return art.report_md or art.results.parent / FLEET_REPORT

@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from nnrp_conformance.artifacts import keep_out_of_version_control
 from nnrp_conformance.events import CaseFinished, CaseRecord, CaseStarted, EventBus, RunFinished
 from nnrp_conformance.fixtures import (
     CORE_KEY,
@@ -43,7 +42,6 @@ from nnrp_conformance.fixtures import (
     nnrp_recipe_runner,
 )
 from nnrp_conformance.fleet import (
-    default_folder,
     fleet_report_path,
     fleet_targets,
     target_options,
@@ -202,9 +200,8 @@ class NnrpConformancePlugin:
                     run.core.capabilities_error = shared[i]["error"]
                     run.core.prepare(shared[i]["capabilities"], fetch=False, write=False)
             return
-        folder = default_folder(self.options) if self.fleet else None
-        if folder is not None:
-            keep_out_of_version_control(folder)
+        if self.fleet:
+            self.options.artifacts().prepare()  # the default folder ignores itself
         for run in self.runs:
             try:
                 run.core.prepare()

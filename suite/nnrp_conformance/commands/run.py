@@ -13,10 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from nnrp_conformance import contract
-from nnrp_conformance.artifacts import keep_out_of_version_control
 from nnrp_conformance.commands._options import add_run_options, error, options_from_args
 from nnrp_conformance.events import EventBus
-from nnrp_conformance.fleet import default_folder, fleet_report_path, fleet_targets, target_options
+from nnrp_conformance.fleet import fleet_report_path, fleet_targets, target_options
 from nnrp_conformance.merge import MergeError, merge_runs
 from nnrp_conformance.options import RunOptions
 from nnrp_conformance.recording import run_plan
@@ -89,9 +88,7 @@ def _run_one(options: RunOptions, console: Console) -> tuple[int, str | None]:
 def _run_fleet(options: RunOptions, targets: list[str], console: Console) -> int:
     """Judge each target in turn (never two at once), then merge them into one verdict."""
     per_target = [target_options(options, t) for t in targets]  # SetupErrors before any run
-    folder = default_folder(options)
-    if folder is not None:
-        keep_out_of_version_control(folder)
+    options.artifacts().prepare()  # the default folder ignores itself, as a single run's
     judged: list[Path] = []
     unjudged: dict[str, str] = {}
     for n, target_run in enumerate(per_target, 1):
