@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .settings import ServeConfig
+from .settings import ServeConfig, flag_value
 
 __all__ = ["ScaleOutError", "api_server_rank", "config_for_rank", "explicit_path_problem",
            "listen_for_rank", "path_for_rank"]
@@ -123,20 +123,10 @@ def config_for_rank(config: ServeConfig, rank: int, count: int) -> ServeConfig:
     )
 
 
-def _flag_value(argv: Sequence[str], *names: str) -> str | None:
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
 def explicit_path_problem(vllm_argv: Sequence[str]) -> str | None:
     """Why ``vllm-nnrp serve`` cannot run with these vLLM flags (several API servers,
     ``--headless``), or None."""
-    count = _flag_value(vllm_argv, "--api-server-count", "-asc")
+    count = flag_value(vllm_argv, "--api-server-count", "-asc")
     if count is not None and count.strip().lstrip("+").isdigit() and int(count) > 1:
         return ("--api-server-count " + count.strip() + ": vllm-nnrp serve is one process "
                 "with one engine client and starts no API servers; vLLM's own `vllm serve` "

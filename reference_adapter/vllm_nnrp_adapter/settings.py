@@ -37,6 +37,7 @@ __all__ = [
     "default_manifest_path",
     "enabled",
     "explicit_path_claimed",
+    "flag_value",
     "settings_from_environ",
 ]
 
@@ -238,14 +239,21 @@ def config_from_flags(opts: argparse.Namespace, vllm_argv: list[str]) -> ServeCo
     return ServeConfig(vllm_argv=vllm_argv, **values)
 
 
+def flag_value(argv: Sequence[str], *names: str) -> str | None:
+    """The value of the first of the flags ``names`` (``--flag X`` or ``--flag=X``) in
+    ``argv``, or None."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
 def model_argument(vllm_argv: Sequence[str]) -> str | None:
     """The value of vLLM's ``--model`` (``--model X`` or ``--model=X``) in ``vllm_argv``."""
-    for i, arg in enumerate(vllm_argv):
-        if arg == "--model" and i + 1 < len(vllm_argv):
-            return vllm_argv[i + 1]
-        if arg.startswith("--model="):
-            return arg.split("=", 1)[1]
-    return None
+    return flag_value(vllm_argv, "--model")
 
 
 def model_path_problem(model: str) -> str | None:
