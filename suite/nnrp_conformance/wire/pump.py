@@ -88,6 +88,13 @@ def parse_address(address: str, *, default_host: str = "127.0.0.1") -> Endpoint:
     return Endpoint(transport, f"{scheme}://{shown}:{port}{suffix}", host, port, policy)
 
 
+def _inet(endpoint: Endpoint, port: int) -> tuple[socket.AddressFamily, tuple[str, int], str]:
+    """A TCP endpoint as a plain socket sees it: family, address, and how a message shows it."""
+    v6 = ":" in endpoint.host
+    shown = f"[{endpoint.host}]:{port}" if v6 else f"{endpoint.host}:{port}"
+    return (socket.AF_INET6 if v6 else socket.AF_INET), (endpoint.host, port), shown
+
+
 def unreachable_reason(endpoint: Endpoint, timeout: float = 1.0) -> str | None:
     """Why a connect to ``endpoint`` failed, told by a plain socket, or None if it cannot tell.
 
@@ -99,18 +106,7 @@ def unreachable_reason(endpoint: Endpoint, timeout: float = 1.0) -> str | None:
         path = endpoint.provider_uri.removeprefix("unix://")
         family, where, shown = socket.AF_UNIX, path, path
     elif endpoint.transport in ("tcp", "websocket") and endpoint.port:
-        family, where = (
-            socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET,
-            (
-                endpoint.host,
-                endpoint.port,
-            ),
-        )
-        shown = (
-            f"[{endpoint.host}]:{endpoint.port}"
-            if ":" in endpoint.host
-            else (f"{endpoint.host}:{endpoint.port}")
-        )
+        family, where, shown = _inet(endpoint, endpoint.port)
     else:
         return None  # quic is UDP: a probe cannot tell
     try:
@@ -136,13 +132,11 @@ def unlistenable_reason(endpoint: Endpoint) -> str | None:
         return f"socket path {path} already exists" if Path(path).exists() else None
     if endpoint.transport not in ("tcp", "websocket") or not endpoint.port:
         return None  # quic is UDP; port 0 cannot be in use
-    family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
-    shown = f"[{endpoint.host}]:{endpoint.port}" if ":" in endpoint.host \
-        else f"{endpoint.host}:{endpoint.port}"
+    family, where, shown = _inet(endpoint, endpoint.port)
     try:
         with socket.socket(family, socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nnrp-py binds
-            probe.bind((endpoint.host, endpoint.port))
+            probe.bind(where)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             return f"address {shown} already in use (another process listens there)"
