@@ -70,11 +70,13 @@ def _start(vllm_env: dict[str, Any], tmp: Path, name: str, extra_args: list[str]
     return proc, port
 
 
-def _judge(targets: list[str], out: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _judge(targets: list[str], out: Path,
+           *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
     """``nnrp-conformance run`` with every target (several: a fleet), as a provider runs it
     (its own process)."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--manifest", str(MANIFEST)]
+    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--manifest", str(MANIFEST),
+           *extra]
     for target in targets:
         cmd += ["--target", target]
     t0 = time.monotonic()
@@ -183,6 +185,19 @@ def test_data_parallel_ranks_pass_the_suite_as_one_fleet(vllm_env: dict[str, Any
 # --- data parallel across nodes (hybrid), on one machine ---------------------------------------
 
 
+#: vLLM 0.18.1's hermes streaming tool parser drops a call's arguments when the whole call
+#: arrives in one delta; with a rank on another "node" the front end gets that rank's tokens in
+#: batches, and once in four 0.18.1 runs here the streamed call had a name, no arguments and so
+#: no response.tool_call.delta (the same recipe is judged strictly on 0.18.1 by every other
+#: real-vLLM suite run, and passes on 0.22.1 here, whose parser was fixed). Accepted for this
+#: deployment on 0.18.1 only, through the suite's own baseline: a waived case reads 'waived'.
+HYBRID_0_18_WAIVER = {"recipe": "openai-compatible.chat.tool-call-delta",
+                      "rule": "sequence.expected",
+                      "reason": "vLLM 0.18.1 hermes streaming tool parser loses the arguments of "
+                                "a tool call that arrives in one coalesced delta",
+                      "expires": "2027-12-31"}
+
+
 def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, Any],
                                                             tmp_path: Path,
                                                             record_property: Any) -> None:
@@ -213,12 +228,23 @@ def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, 
         assert ("vllm-nnrp plugin: --headless runs engines without an API server: NNRP is not "
                 "served by this process") in headless_log, headless_log[-3000:]
         out = tmp_path / "suite"
-        run, took = _judge([front.address], out)
+        extra: list[str] = []
+        if vllm_env["version"] == "0.18.1":
+            baseline = tmp_path / "baseline.json"
+            baseline.write_text(json.dumps({"waivers": [HYBRID_0_18_WAIVER]}))
+            extra = ["--baseline", str(baseline)]
+        run, took = _judge([front.address], out, *extra)
         assert run.returncode == 0, run.stdout[-4000:] + front.log_path.read_text(
             errors="replace")[-3000:]
         results = out / "nnrp-conformance" / "case-results.json"
-        outcomes = [r["outcome"] for r in json.loads(results.read_text())["results"]]
-        assert outcomes.count("passed") >= 20 and "failed" not in outcomes, outcomes
+        cases = json.loads(results.read_text())["results"]
+        outcomes = [r["outcome"] for r in cases]
+        # a failure is only ever the one waived case, waived for exactly its one rule
+        failed = [(r["id"], r["diagnostics"].get("waived")) for r in cases
+                  if r["outcome"] == "failed"]
+        assert all(recipe == HYBRID_0_18_WAIVER["recipe"] and waived == [HYBRID_0_18_WAIVER]
+                   for recipe, waived in failed), failed
+        assert outcomes.count("passed") >= 20, outcomes
         # both ranks' engines took part: the front end's DP coordinator saw two engines
         text = front.log_path.read_text(errors="replace") + log.read_text(errors="replace")
         assert "DP rank 1" in text or "EngineCore_DP1" in text, text[-3000:]
