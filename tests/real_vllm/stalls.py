@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["StallWatch"]
+__all__ = ["MACHINE", "StallWatch"]
 
 
 class StallWatch:
@@ -61,3 +61,8 @@ class StallWatch:
         total = sum(end - start for start, end in self.gaps)
         return f"{len(self.gaps)} machine stalls over {self.threshold} s, {total:.1f} s in all, longest {longest:.1f} s"
 
+
+
+# One watch per test process, started by the first test that needs it (``probe.connect``, the
+# abort tests' adapter): every test then reads the same record of the machine's stalls.
+MACHINE = StallWatch()

@@ -36,7 +36,7 @@ import anyio
 import pytest
 from long_context import MAX_TOKENS, long_context_model, long_engine_args
 from probe import connect, engine_count
-from stalls import StallWatch
+from stalls import MACHINE
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
@@ -47,7 +47,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
 ABORT_BOUND_S = 3.0  # asserted; the target (<= 1 s) is what the printed figures are read against
 STORM_SECONDS = float(os.environ.get("NNRP_STORM_SECONDS", "60"))
 FIGURES: dict[str, list[float]] = {}
-STALLS = StallWatch()
+STALLS = MACHINE  # the process's one watch, shared with probe.connect
 STALLED: list[str] = []  # measured windows that contained a machine stall (printed)
 
 
@@ -273,7 +273,9 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     minute: 16 clients in one process share the machine with a flat-out engine, and the whole
     machine stops for up to ~25 s at times (``stalls.py``); with 5-10 s bounds such a stall
     once failed this test on vLLM 0.22.1 as "no session" or "cancel not run" although neither
-    side was at fault. The properties judged are the adapter's."""
+    side was at fault. One stall of 127 s was seen too: a connect the stall ate is tried again
+    (``probe.connect``) and an operation's own bound is five minutes, longer than any stall
+    seen. The properties judged are the adapter's."""
     rng = random.Random(16)
     deadline = time.monotonic() + STORM_SECONDS
     tally = {"ops": 0, "cancelled": 0, "disconnected": 0, "after_terminal": 0, "other": 0,
@@ -298,7 +300,7 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
                 for _ in range(rng.randint(1, 4)):
                     if time.monotonic() >= deadline:
                         break
-                    op = await client.submit(chat(rng.choice([200, MAX_TOKENS])), timeout=120)
+                    op = await client.submit(chat(rng.choice([200, MAX_TOKENS])), timeout=300)
                     tally["ops"] += 1
                     stop_after = rng.randint(0, 40)
                     if rng.random() < 0.15:  # disconnect mid-stream: close the client
