@@ -49,6 +49,11 @@ EV_TOOL_CALL_DELTA: Final = "response.tool_call.delta"
 EV_TOOL_CALL_COMPLETED: Final = "response.tool_call.completed"
 EV_TOOL_CALL_ERROR: Final = "response.tool_call.error"
 EV_USAGE: Final = "response.usage"
+#: Level 2 (docs/levels.md#level2-events): the output-item lifecycle of a Responses stream and
+#: the reasoning text of models that reason
+EV_OUTPUT_ITEM_ADDED: Final = "response.output_item.added"
+EV_OUTPUT_ITEM_DONE: Final = "response.output_item.done"
+EV_REASONING_TEXT_DELTA: Final = "response.reasoning_text.delta"
 EV_COMPLETED: Final = "response.completed"
 EV_ERROR: Final = "response.error"
 EV_CANCELLED: Final = "response.cancelled"
@@ -59,8 +64,15 @@ TOOL_CALL_EVENT_TYPES: Final = (
     EV_TOOL_CALL_COMPLETED,
     EV_TOOL_CALL_ERROR,
 )
+OUTPUT_ITEM_EVENT_TYPES: Final = (EV_OUTPUT_ITEM_ADDED, EV_OUTPUT_ITEM_DONE)
 #: events that travel as PARTIAL_RESULT frames
-PARTIAL_EVENT_TYPES: Final = (EV_OUTPUT_TEXT_DELTA, *TOOL_CALL_EVENT_TYPES, EV_USAGE)
+PARTIAL_EVENT_TYPES: Final = (
+    EV_OUTPUT_TEXT_DELTA,
+    *TOOL_CALL_EVENT_TYPES,
+    EV_USAGE,
+    *OUTPUT_ITEM_EVENT_TYPES,
+    EV_REASONING_TEXT_DELTA,
+)
 #: events that end the operation (RESULT_PUSH body, or a drop's diagnostic)
 TERMINAL_EVENT_TYPES: Final = (EV_COMPLETED, EV_ERROR, EV_CANCELLED)
 EVENT_TYPES: Final = (*PARTIAL_EVENT_TYPES, *TERMINAL_EVENT_TYPES)
@@ -74,6 +86,9 @@ EVENT_SCHEMA_NAMES: Final = MappingProxyType(
         EV_TOOL_CALL_COMPLETED: "event.tool_call.completed",
         EV_TOOL_CALL_ERROR: "event.tool_call.error",
         EV_USAGE: "event.usage",
+        EV_OUTPUT_ITEM_ADDED: "event.output_item.added",
+        EV_OUTPUT_ITEM_DONE: "event.output_item.done",
+        EV_REASONING_TEXT_DELTA: "event.reasoning_text.delta",
         EV_COMPLETED: "event.completed",
         EV_ERROR: "event.error",
         EV_CANCELLED: "event.cancelled",

@@ -97,6 +97,11 @@ class Manifest:
         return capabilities_for_operation(self.data, operation)
 
 
+#: Level 3's operations: each optional, a Level 3 claim lists at least one (docs/levels.md)
+LEVEL3_OPERATIONS = tuple(op for op, level in contract.OPERATION_LEVELS.items()
+                          if level == contract.LEVEL_DISCOVERY)
+
+
 def implied_levels(claimed: list[int] | tuple[int, ...]) -> tuple[int, ...]:
     """Claimed levels plus every lower level."""
     top = max((lv for lv in claimed if isinstance(lv, int)), default=0)
@@ -168,11 +173,17 @@ def manifest_from_dict(data: Any, path: Path | str | None = None) -> Manifest:
     if dupes:
         raise ManifestError([ManifestProblem(
             where, "/operations", f"operation listed more than once: {', '.join(dupes)}")])
+    levels = implied_levels(data["compatibility_levels"])
+    if contract.LEVEL_DISCOVERY in levels and not set(names) & set(LEVEL3_OPERATIONS):
+        raise ManifestError([ManifestProblem(
+            where, "/compatibility_levels", f"Level {contract.LEVEL_DISCOVERY} is claimed, but "
+            f"operations lists none of its operations ({', '.join(LEVEL3_OPERATIONS)}): each "
+            f"is optional, at least one is the claim (docs/levels.md#claims)")])
     return Manifest(
         path=where,
         data=data,
         adapter=data["adapter"],
-        levels=implied_levels(data["compatibility_levels"]),
+        levels=levels,
         capabilities=capabilities_of(data),
         extensions=_extensions(data),
         claimed_levels=tuple(sorted(data["compatibility_levels"])),

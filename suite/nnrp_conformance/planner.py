@@ -36,6 +36,8 @@ Selection (fixing upstream-notes §11.E):
   ``api.extension.X.critical``, or ``api.extension.X``/``nnrp.extensions: [X]`` where the
   manifest marks X critical) is ``extension_not_selected`` unless X is passed in
   ``extensions``; selected extensions must be declared by the manifest.
+* A Level 3 recipe of an operation the manifest does not list is ``not_claimed``: Level 3's
+  operations are each optional (docs/levels.md#claims).
 * A **mandatory** recipe of a claimed level that needs no extension is always ``selected``.
   If the manifest lacks one of its required capabilities (e.g. Level 1 claimed with
   ``streaming: false``) the case still runs, records ``missing_capabilities``, and the
@@ -209,6 +211,12 @@ def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
     elif recipe.level > run_level:
         selection = SEL_NOT_CLAIMED
         reason = f"Level {recipe.level} recipe; the run covers Level {run_level}"
+    elif recipe.level == contract.LEVEL_DISCOVERY \
+            and contract.OPERATION_LEVELS.get(operation) == contract.LEVEL_DISCOVERY \
+            and not _operation_claimed(manifest, operation):
+        selection = SEL_NOT_CLAIMED
+        reason = (f"Level {recipe.level}'s operations are each optional; the manifest does "
+                  f"not list {operation}")
     elif status == contract.STATUS_MANDATORY and not case_exts:
         if missing:
             reason = (f"mandatory for Level {recipe.level}, which the manifest claims, but the "

@@ -139,9 +139,13 @@ def test_level2_claim_keeps_every_mandatory_level1_recipe() -> None:
     m = _manifest(levels=[2], ops=[_op(streaming=False, non_streaming=False, tool_calls=False,
                                        cancellation=False), _op(contract.OP_RESPONSES_CREATE)])
     plan = build_plan(recipes, m, model_id="tiny")
-    mandatory = [c for c in plan.cases if c.status == "mandatory"]
+    mandatory = [c for c in plan.cases if c.status == "mandatory" and c.level <= 2]
     assert mandatory and all(c.selected for c in mandatory)
-    assert all(not c.selected for c in plan.cases if c.status == "optional")
+    assert {c.level for c in mandatory} == {1, 2}
+    # chat's optional cases need the chat flags the manifest denies; Level 3 is not claimed
+    assert all(not c.selected for c in plan.cases
+               if (c.status == "optional" and c.level == 1) or c.level == 3)
+    assert plan.case("level2.responses.cancel.client").selected
 
 
 def test_recipes_above_the_run_level_are_not_claimed() -> None:

@@ -60,8 +60,12 @@ def test_bundled_recipes_load_and_cover_the_ten_level1_cases() -> None:
     for name in ("streaming-text", "non-streaming", "invalid-body", "unsupported-operation",
                  "usage", "tool-call-delta", "cancellation", "backend-error"):
         assert f"openai-compatible.chat.{name}" in ids
-    assert all(r.level == contract.LEVEL_CHAT for r in recipes)
-    assert all(r.rule for r in recipes if r.id.startswith("level1."))
+    # each recipe's level is its id's and its folder's (recipes/levelN/, upstream's are Level 1)
+    for r in recipes:
+        level = int(r.id[5]) if r.id.startswith("level") else contract.LEVEL_CHAT
+        assert r.level == level, r.id
+        assert r.path.parent.name in (f"level{level}", "upstream"), r.path
+    assert all(r.rule for r in recipes if r.id.startswith("level"))
 
 
 def _git_blob_id(data: bytes) -> str:
@@ -94,6 +98,7 @@ def test_status_and_capabilities_of_bundled_recipes() -> None:
         "openai-compatible.chat.tool-call-delta", "openai-compatible.chat.cancellation",
         "level1.chat.tool-call-forced", "level1.chat.cancel.client",
         "level1.chat.cancel.in-band-hint", "level1.chat.timeout",
+        "level2.responses.cancel.client",
     }
     for rid in optional:
         caps = by_id[rid].required_capabilities

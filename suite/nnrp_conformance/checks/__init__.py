@@ -4,7 +4,8 @@ Owns every conformance check applied to an observed operation (each a small func
 stable rule id, one module per family) and :func:`judge`, which runs them and builds the
 :class:`Verdict`. The families: ``stream`` (wire, decode, schema), ``terminal``, ``sequence``
 (expectations, ordering, usage), ``errors``, ``bodies`` (non-streaming), ``cancel``,
-``capability``, ``relations`` (fields that must agree); ``context`` is what each check is
+``capability``, ``relations`` (fields that must agree), ``responses`` (Level 2),
+``discovery`` (Level 3); ``context`` is what each check is
 handed, ``model`` the verdict's data, ``judge`` which checks run and how they combine. Nothing
 here trusts the endpoint's self-report: the input is the decoded traffic the suite received
 (:class:`Observation`), the planned case and, for agreement checks, the manifest.
@@ -14,7 +15,10 @@ Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.de
 ``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``usage.at-most-once``,
 ``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
 ``cancel.not-sent``, ``cancel.unanswered``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
-``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``.
+``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``; for Level 2
+(``responses``) ``output-item.lifecycle``, ``output-item.tool-call``, ``responses.body``,
+``responses.final-body``, ``responses.usage-event``; for Level 3 (``discovery``)
+``models.body``, ``models.agreement``, ``embeddings.body``, ``embeddings.order``.
 Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
 (``capability.document``, ``capability.agreement``), ``usage-shape`` (``usage.shape``),
 ``text-order`` (``order.text-index``).

@@ -1,5 +1,6 @@
-"""Checks on a non-streaming answer: no partial results (``nonstreaming.single-result``) and
-a terminal carrying an OpenAI chat completion (``nonstreaming.body``)."""
+"""Checks on a non-streaming answer: no partial results (``nonstreaming.single-result``, for
+every operation) and, for chat, a terminal carrying an OpenAI chat completion
+(``nonstreaming.body``)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,12 @@ def _chat_completion_problems(body: Any) -> list[str]:
     return problems
 
 
+#: operations whose non-streaming answer is one result (the discovery operation included)
+_SINGLE_RESULT_OPERATIONS = (*contract.PROFILE_OPERATIONS, contract.OP_CAPABILITIES_GET)
+
+
 def check_nonstreaming(ctx: Context) -> None:
-    if ctx.case.operation != contract.OP_CHAT_COMPLETIONS_CREATE or ctx.body.get("stream") is True:
+    if ctx.case.operation not in _SINGLE_RESULT_OPERATIONS or ctx.body.get("stream") is True:
         return
     if ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
@@ -45,6 +50,8 @@ def check_nonstreaming(ctx: Context) -> None:
         ctx.fail("nonstreaming.single-result", f"a non-streaming request produced a partial "
                  f"result — {at(seq, i)}", index=i, expected="no partial results",
                  seen=type_of(ev), spec=spec)
+    if ctx.case.operation != contract.OP_CHAT_COMPLETIONS_CREATE:
+        return  # the other operations' bodies: checks/responses.py, checks/discovery.py
     term = ctx.obs.terminal_event
     if type_of(term) != contract.EV_COMPLETED:
         ctx.fail("nonstreaming.body", "a successful non-streaming request must end with "

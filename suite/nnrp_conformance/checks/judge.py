@@ -19,9 +19,11 @@ from nnrp_conformance.checks.capability import (
     judge_missing_discovery,
 )
 from nnrp_conformance.checks.context import SPEC, Context, type_of
+from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
 from nnrp_conformance.checks.model import Finding, Observation, Verdict
 from nnrp_conformance.checks.relations import RELATION_CHECKS
+from nnrp_conformance.checks.responses import RESPONSES_CHECKS
 from nnrp_conformance.checks.sequence import (
     check_expected,
     check_text_order,
@@ -61,6 +63,8 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     check_claims,
     check_timeout,
     *RELATION_CHECKS,
+    *RESPONSES_CHECKS,
+    *DISCOVERY_CHECKS,
 )
 
 

@@ -4,11 +4,14 @@ Owns the relation checks (docs/verdicts.md#relations has the table: each relatio
 comes from and its rule id). Each reads only the observed events of one operation:
 
 * ``usage.arithmetic``: ``total_tokens`` is the sum of the two counts, in ``response.usage``
-  (input + output) and in a chat completion body's ``usage`` (prompt + completion);
+  and a Response body's ``usage`` (input + output) and in a chat completion body's ``usage``
+  (prompt + completion);
 * ``usage.agreement``: the streamed ``response.usage`` and the final body's ``usage`` carry the
-  same numbers (input = prompt, output = completion, total = total);
+  same numbers (input = prompt, output = completion, total = total; a Response body uses the
+  event's own names);
 * ``text.agreement``: per output index, the concatenated ``output_text.delta`` texts equal the
-  final body's ``choices[index].message.content`` when the body carries one;
+  final body's text for it: ``choices[index].message.content`` of a chat completion, the
+  ``output_text`` parts of a Response's message item ``output[index]``;
 * ``tool-call.identity``: one call's ``index``, ``item_id`` and ``name`` stay the same across
   its events;
 * ``completion.identity``: the OpenAI chunks an operation's events carry (``openai_chunk``) name
@@ -29,6 +32,7 @@ from typing import Any, TypeGuard
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks.context import SPEC, Context, show, type_of
+from nnrp_conformance.checks.responses import response_body
 
 __all__ = ["RELATION_CHECKS"]
 
@@ -55,6 +59,16 @@ def check_usage_arithmetic(ctx: Context) -> None:
                          f"{usage['total_tokens']} is not input_tokens + output_tokens ({want})"
                          f" — event #{i}: {show(ev)}", index=i, expected=want,
                          seen=usage["total_tokens"], spec=spec)
+    response = response_body(ctx)
+    usage = response.get("usage") if response else None
+    if isinstance(usage, dict) and all(_int(usage.get(k)) for k in
+                                       ("input_tokens", "output_tokens", "total_tokens")):
+        want = usage["input_tokens"] + usage["output_tokens"]
+        if usage["total_tokens"] != want:
+            ctx.fail("usage.arithmetic", f"the Response body's usage.total_tokens "
+                     f"{usage['total_tokens']} is not input_tokens + output_tokens ({want})",
+                     index=ctx.obs.terminal_index, expected=want, seen=usage["total_tokens"],
+                     spec=spec)
     body = _final_body(ctx)
     usage = body.get("usage") if body else None
     if isinstance(usage, dict) and all(_int(usage.get(k)) for k in
@@ -71,23 +85,54 @@ def check_usage_agreement(ctx: Context) -> None:
     streamed = [ev.get("usage") for ev in ctx.obs.events if type_of(ev) == contract.EV_USAGE]
     body = _final_body(ctx)
     final = body.get("usage") if body else None
-    if len(streamed) != 1 or not isinstance(streamed[0], dict) or not isinstance(final, dict):
-        return  # nothing to compare (usage.at-most-once judges repeats)
     pairs = (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens"),
              ("total_tokens", "total_tokens"))
+    response = response_body(ctx)
+    if response is not None:  # a Response body's usage has the event's own names
+        final = response.get("usage")
+        pairs = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
+                 ("total_tokens", "total_tokens"))
+    if len(streamed) != 1 or not isinstance(streamed[0], dict) or not isinstance(final, dict):
+        return  # nothing to compare (usage.at-most-once judges repeats)
     differ = {f"{a}/{b}": [streamed[0].get(a), final.get(b)] for a, b in pairs
               if _int(streamed[0].get(a)) and _int(final.get(b))
               and streamed[0].get(a) != final.get(b)}
     if differ:
-        ctx.fail("usage.agreement", f"the streamed response.usage and the completion body's "
+        ctx.fail("usage.agreement", f"the streamed response.usage and the final body's "
                  f"usage disagree: {differ} (streamed, body)", index=ctx.obs.terminal_index,
                  expected=streamed[0], seen=final,
                  spec=f"{SPEC} §4 response.usage (the usage summary of the same operation)")
 
 
-def check_text_agreement(ctx: Context) -> None:
+def _final_texts(ctx: Context) -> dict[Any, str] | None:
+    """Output index -> the final text of that output: a chat completion's
+    ``choices[i].message.content``, or a Response's message item ``output[i]`` (its
+    ``output_text`` parts joined)."""
     body = _final_body(ctx)
-    if body is None or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+    if body is not None:
+        out: dict[Any, str] = {}
+        for choice in body.get("choices") or ():
+            message = choice.get("message") if isinstance(choice, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if isinstance(content, str):
+                out[choice.get("index")] = content
+        return out
+    response = response_body(ctx)
+    if response is None or not isinstance(response.get("output"), list):
+        return None
+    out = {}
+    for i, item in enumerate(response["output"]):
+        if isinstance(item, dict) and item.get("type") == "message" \
+                and isinstance(item.get("content"), list):
+            out[i] = "".join(part.get("text", "") for part in item["content"]
+                             if isinstance(part, dict) and part.get("type") == "output_text"
+                             and isinstance(part.get("text"), str))
+    return out
+
+
+def check_text_agreement(ctx: Context) -> None:
+    finals = _final_texts(ctx)
+    if finals is None or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
     if ctx.obs.cancelled_at_index is not None or ctx.obs.extra.get("flooded"):
         # after our cancel nnrp-py refuses the operation's queued partials (docs/verdicts.md
@@ -102,16 +147,12 @@ def check_text_agreement(ctx: Context) -> None:
         texts.setdefault(ev["index"], []).append(ev["delta"])
     if not texts:
         return  # a non-streaming answer, or a tool call: nothing streamed to compare
-    for choice in body.get("choices") or ():
-        message = choice.get("message") if isinstance(choice, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, str):
-            continue
-        streamed = "".join(texts.get(choice.get("index"), []))
+    for index, content in finals.items():
+        streamed = "".join(texts.get(index, []))
         if streamed != content:
-            ctx.fail("text.agreement", f"choice {choice.get('index')!r}: the streamed text "
-                     f"({len(streamed)} chars) differs from the completion body's "
-                     f"message.content ({len(content)} chars)", index=ctx.obs.terminal_index,
+            ctx.fail("text.agreement", f"output {index!r}: the streamed text "
+                     f"({len(streamed)} chars) differs from the final body's text "
+                     f"({len(content)} chars)", index=ctx.obs.terminal_index,
                      expected=streamed[:200], seen=content[:200],
                      spec=f"{SPEC} §4 output_text.delta and response.completed (one answer, "
                      "two representations)")
@@ -253,7 +294,7 @@ def check_capability_behaviour(ctx: Context) -> None:
                         if isinstance(m, dict) and isinstance(m.get("id"), str)}
     if not models or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
-    body = _final_body(ctx)
+    body = _final_body(ctx) or response_body(ctx)
     named: list[tuple[int | None, Any]] = (
         [(ctx.obs.terminal_index, body.get("model"))] if body else []
     )
