@@ -741,3 +741,62 @@ def test_an_older_evidence_folder_without_logs_still_gates(tree: dict[str, Path]
     hrefs = _hrefs((tree["evidence"] / REPORT_HTML).read_text(encoding="utf-8"))
     assert not [h for h in hrefs if h.endswith(".log") or "report." in h]
     assert all((tree["evidence"] / h).is_file() for h in hrefs)
+
+
+# --- levels (issue 18 item 5): the first condition and the reports list every level ----------
+
+REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _levels_tree(tree: dict[str, Path], plan_level: int) -> None:
+    """The tree with the bundled Level 2 recipes beside upstream's, a manifest claiming
+    Levels 1 and 2, and plans/results recorded at ``plan_level``."""
+    for f in (REPO_RECIPES / "level2").glob("*.yaml"):
+        shutil.copy(f, tree["recipes"] / f.name)
+    manifest = json.loads(json.dumps(MANIFEST))
+    manifest["compatibility_levels"] = [1, 2]
+    manifest["operations"].append({**manifest["operations"][0],
+                                   "name": contract.OP_RESPONSES_CREATE})
+    _write(tree["evidence"] / "manifest.json", manifest)
+    plan = build_plan(load_recipes([tree["recipes"]]), load_manifest(tree["evidence"] / "manifest.json"),
+                      model_id="tiny-model", level=plan_level)
+    doc, results = _plan_and_results(tree["recipes"], tree["evidence"] / "manifest.json")
+    doc = plan.to_json()
+    results["results"] = [
+        {"id": c.id, "outcome": contract.OUTCOME_PASSED, "terminal": c.expected_terminal,
+         "events": [{"type": contract.TERMINAL_EVENT_FOR[c.expected_terminal]}],
+         "diagnostics": {"level": c.level, "status": c.status, "selection": c.selection,
+                         "findings": [], "duration_s": 0.01}}
+        for c in plan.cases]
+    for version in (LOWER, CURRENT):
+        _write(_version_dir(tree, version) / "execution-plan.json", doc)
+        _write(_version_dir(tree, version) / "case-results.json", results)
+
+
+def test_the_gate_lists_each_claimed_level_and_its_recipes(tree: dict[str, Path]) -> None:
+    _levels_tree(tree, plan_level=2)
+    result = _gate(tree)
+    assert result.passed, [v.failures for v in result.verdicts]
+    first = next(g for g in result.report["gates"] if g["name"] == contract.GATE_LEVEL1_IMPLEMENTED)
+    levels = {e["level"]: e for e in first["details"]["levels"]}
+    assert levels[1]["claimed"] and levels[2]["claimed"] and not levels[3]["claimed"]
+    assert "level2.responses.streaming-text" in levels[2]["mandatory"]
+    assert levels[2]["claimed_optional"] == ["level2.responses.cancel.client"]
+    out = tree["root"] / "out"
+    assert cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
+                     "--recipes", str(tree["recipes"]), "--out", str(out)]) == 0
+    markdown = (out / REPORT_MARKDOWN).read_text(encoding="utf-8")
+    assert "## Levels" in markdown
+    assert f"| 2 | yes | 7 mandatory + 1 optional | {LOWER}: 8/8, {CURRENT}: 8/8 |" in markdown
+    assert "| 3 | no | — | — |" in markdown
+    assert "<h2>Levels</h2>" in (out / REPORT_HTML).read_text(encoding="utf-8")
+
+
+def test_a_claimed_level_whose_recipes_did_not_run_fails_the_gate(tree: dict[str, Path]) -> None:
+    _levels_tree(tree, plan_level=1)  # the run covered Level 1 only
+    result = _gate(tree)
+    failures = next(v.failures for v in result.verdicts
+                    if v.name == contract.GATE_LEVEL1_IMPLEMENTED)
+    assert any("Level 2 mandatory recipe level2.responses.streaming-text was not selected" in f
+               for f in failures), failures
+    assert not result.passed

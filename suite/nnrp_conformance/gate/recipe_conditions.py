@@ -1,5 +1,6 @@
-"""Conditions (a) and (b): Level 1 is claimed and every Level 1 recipe the planner selects
-for the manifest was selected on each gated version, and every selected recipe passed."""
+"""Conditions (a) and (b): Level 1 is claimed and every recipe of each claimed level that the
+planner selects for the manifest was selected on each gated version (the per-level list is in
+the details), and every selected recipe passed."""
 
 from __future__ import annotations
 
@@ -18,27 +19,35 @@ from nnrp_conformance.gate.verdicts import (
 from nnrp_conformance.planner import PlanError, build_plan
 
 
-def _expected_level1(inputs: GateInputs, failures: list[str]) -> tuple[list[str], list[str]]:
-    """(mandatory Level 1 ids, claimed optional Level 1 ids) the planner selects."""
+def _expected_levels(inputs: GateInputs,
+                     failures: list[str]) -> dict[int, tuple[list[str], list[str]]]:
+    """Claimed level -> (its mandatory recipe ids, its claimed optional ids) the planner selects
+    for the manifest at its highest claimed level (Level 3's unlisted operations excluded:
+    they are each optional, docs/levels.md#claims)."""
     if inputs.recipes is None:
         failures.append(f"cannot load the recipes: {inputs.recipes_problem}")
-        return [], []
+        return {}
     if inputs.manifest is None:
-        return [], []
-    level1 = [r for r in inputs.recipes if r.level == contract.LEVEL_CHAT]
-    if not level1:
+        return {}
+    if not any(r.level == contract.LEVEL_CHAT for r in inputs.recipes):
         failures.append("the recipe set has no Level 1 recipe")
-        return [], []
+        return {}
     try:
-        plan = build_plan(level1, inputs.manifest, level=contract.LEVEL_CHAT)
+        plan = build_plan(inputs.recipes, inputs.manifest)
     except PlanError as exc:
-        failures.append(f"cannot plan the Level 1 recipes for the manifest: {exc}")
-        return [], []
-    mandatory = [c.id for c in plan.cases if c.status == contract.STATUS_MANDATORY]
-    optional = [
-        c.id for c in plan.cases if c.selected and c.status != contract.STATUS_MANDATORY
-    ]
-    return mandatory, optional
+        failures.append(f"cannot plan the recipes for the manifest: {exc}")
+        return {}
+    out: dict[int, tuple[list[str], list[str]]] = {}
+    for level in inputs.manifest.levels:
+        cases = [c for c in plan.cases if c.level == level]
+        mandatory = [c.id for c in cases if c.status == contract.STATUS_MANDATORY
+                     and c.selection != contract.SEL_NOT_CLAIMED]
+        optional = [c.id for c in cases if c.selected and c.status != contract.STATUS_MANDATORY]
+        if not mandatory:
+            failures.append(f"Level {level} is claimed, but the recipe set selects no mandatory "
+                            f"Level {level} recipe for the manifest")
+        out[level] = (mandatory, optional)
+    return out
 
 
 def _manifest_label(inputs: GateInputs) -> str:
@@ -68,11 +77,20 @@ def _manifest_failures(inputs: GateInputs) -> list[str]:
 
 
 def level1_implemented(inputs: GateInputs) -> GateVerdict:
+    """Level 1 is claimed, and every claimed level's recipes were selected on each gated
+    version (the condition keeps its first name; details list every level)."""
     req = inputs.requirements
     failures = _manifest_failures(inputs)
     evidence = [_manifest_label(inputs)] if inputs.manifest_path else []
-    mandatory, optional = _expected_level1(inputs, failures)
-    details: dict[str, Any] = {"mandatory": mandatory, "claimed_optional": optional}
+    expected = _expected_levels(inputs, failures)
+    mandatory, optional = expected.get(contract.LEVEL_CHAT, ([], []))
+    details: dict[str, Any] = {
+        "mandatory": mandatory, "claimed_optional": optional,
+        "levels": [{"level": level, "claimed": level in expected,
+                    "mandatory": expected.get(level, ([], []))[0],
+                    "claimed_optional": expected.get(level, ([], []))[1]}
+                   for level in contract.LEVELS],
+    }
     for role, version, ve in _gated(inputs):
         if ve is None:
             failures.append(f"no evidence for the {role} ({req.target} {version}): no execution plan")
@@ -89,22 +107,25 @@ def level1_implemented(inputs: GateInputs) -> GateVerdict:
                 f"{inputs.manifest.adapter!r}"
             )
         results = _results_by_id(ve.case_results)
-        for case_id in mandatory + optional:
-            kind = "mandatory" if case_id in mandatory else "claimed optional"
-            if case_id not in selected:
-                failures.append(
-                    f"{req.target} {version}: Level 1 {kind} recipe {case_id} was not selected "
-                    f"({plan.path.name} does not list it)"
-                )
-                continue
-            selection = _diag(results.get(case_id, {})).get("selection")
-            if selection not in (None, contract.SEL_SELECTED):
-                failures.append(
-                    f"{req.target} {version}: Level 1 {kind} recipe {case_id} is recorded as "
-                    f"{selection!r} in {ve.case_results.path.name}"
-                )
-    ok = f"Level 1 claimed; {len(mandatory)} mandatory and {len(optional)} claimed optional " \
-         f"Level 1 recipes selected for every gated {req.target} version"
+        for level, (level_mandatory, level_optional) in expected.items():
+            for case_id in level_mandatory + level_optional:
+                kind = "mandatory" if case_id in level_mandatory else "claimed optional"
+                if case_id not in selected:
+                    failures.append(
+                        f"{req.target} {version}: Level {level} {kind} recipe {case_id} was not "
+                        f"selected ({plan.path.name} does not list it)"
+                    )
+                    continue
+                selection = _diag(results.get(case_id, {})).get("selection")
+                if selection not in (None, contract.SEL_SELECTED):
+                    failures.append(
+                        f"{req.target} {version}: Level {level} {kind} recipe {case_id} is "
+                        f"recorded as {selection!r} in {ve.case_results.path.name}"
+                    )
+    counts = "; ".join(f"Level {lv}: {len(m)} mandatory and {len(o)} claimed optional"
+                       for lv, (m, o) in expected.items())
+    ok = f"Level 1 claimed; levels {list(expected)} selected for every gated {req.target} " \
+         f"version ({counts})"
     return _verdict(contract.GATE_LEVEL1_IMPLEMENTED, failures, ok, evidence=evidence,
                     details=details)
 

@@ -13,6 +13,8 @@ import posixpath
 from html import escape
 from typing import Any
 
+from nnrp_conformance.reports.gate_markdown import level_rows
+
 __all__ = ["render_gate_html"]
 
 _CSS = """
@@ -255,6 +257,18 @@ def _benchmarks(report: dict[str, Any]) -> list[str]:
     return out
 
 
+def _levels(report: dict[str, Any]) -> list[str]:
+    rows = level_rows(report)
+    if not rows:
+        return []
+    out = ["<h2>Levels</h2>", "<table><tr><th>level</th><th>claimed</th>"
+           "<th>recipes selected</th><th>passed</th></tr>"]
+    out += [f"<tr><td class='num'>{level}</td><td>{escape(claimed)}</td>"
+            f"<td>{escape(expected)}</td><td>{escape(', '.join(passed) or '—')}</td></tr>"
+            for level, claimed, expected, passed in rows]
+    return [*out, "</table>"]
+
+
 def _recipes(report: dict[str, Any]) -> list[str]:
     versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
     out = ["<h2>Recipes</h2>"]
@@ -303,6 +317,7 @@ def render_gate_html(report: dict[str, Any]) -> str:
         *_conditions(report),
         *_files(report),
         *_benchmarks(report),
+        *_levels(report),
         *_recipes(report),
         *_environment(report),
         "</main></body></html>",

@@ -52,6 +52,7 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- {where}: [`{f['path']}`]({href})")
 
     versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
+    lines += _levels_table(report, versions)
     for version, rows in versions.items():
         lines += ["", f"## Recipes — vLLM {version}", "",
                   "| recipe | status | level | outcome | terminal | ms | message |",
@@ -87,6 +88,38 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
     lines += ["", "## Environment", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in report["environment"].items()]
     return "\n".join(lines) + "\n"
+
+
+def level_rows(report: dict[str, Any]) -> list[tuple[int, str, str, list[str]]]:
+    """(level, claimed, expected recipes, passed per version) for every profile level, from
+    the report alone: the first condition's ``levels`` and the recipe rows' levels."""
+    levels = _gate(report, "level1_implemented").get("details", {}).get("levels", [])
+    versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
+    out = []
+    for entry in levels:
+        level = entry["level"]
+        expected = len(entry["mandatory"]) + len(entry["claimed_optional"])
+        passed = []
+        for version, rows in versions.items():
+            mine = [r for r in rows if r.get("level") == level]
+            ok = sum(r["outcome"] == "passed" for r in mine)
+            passed.append(f"{version}: {ok}/{len(mine)}")
+        out.append((level, "yes" if entry["claimed"] else "no",
+                    f"{len(entry['mandatory'])} mandatory + {len(entry['claimed_optional'])} "
+                    f"optional" if entry["claimed"] else "—",
+                    passed if entry["claimed"] and expected else []))
+    return out
+
+
+def _levels_table(report: dict[str, Any], versions: dict[str, Any]) -> list[str]:
+    rows = level_rows(report)
+    if not rows:
+        return []
+    lines = ["", "## Levels", "", "| level | claimed | recipes selected | passed |",
+             "|---|---|---|---|"]
+    lines += [f"| {level} | {claimed} | {expected} | {_cell(', '.join(passed)) or '—'} |"
+              for level, claimed, expected, passed in rows]
+    return lines
 
 
 def _gate(report: dict[str, Any], name: str) -> dict[str, Any]:
