@@ -786,10 +786,44 @@ def test_the_gate_lists_each_claimed_level_and_its_recipes(tree: dict[str, Path]
     assert cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
                      "--recipes", str(tree["recipes"]), "--out", str(out)]) == 0
     markdown = (out / REPORT_MARKDOWN).read_text(encoding="utf-8")
-    assert "## Levels" in markdown
-    assert f"| 2 | yes | 7 mandatory + 1 optional | {LOWER}: 8/8, {CURRENT}: 8/8 |" in markdown
-    assert "| 3 | no | — | — |" in markdown
+    assert f"## Levels\n\n| level | vLLM {LOWER} | vLLM {CURRENT} |" in markdown
+    assert "| 2 | claimed: 8/8 passed | claimed: 8/8 passed |" in markdown
+    assert "| 3 | not claimed | not claimed |" in markdown
     assert "<h2>Levels</h2>" in (out / REPORT_HTML).read_text(encoding="utf-8")
+
+
+def test_a_version_may_claim_less_in_its_own_manifest(tree: dict[str, Path]) -> None:
+    """The lower bound records its own manifest without Level 2 (a serving-target version that
+    cannot keep it) and a Level 1 run: the gate passes, and the report says per version."""
+    _levels_tree(tree, plan_level=2)
+    lower = _version_dir(tree, LOWER)
+    own = json.loads((tree["evidence"] / "manifest.json").read_text(encoding="utf-8"))
+    own["compatibility_levels"] = [1]
+    own["operations"] = own["operations"][:1]
+    _write(lower / "manifest.json", own)
+    plan, results = _plan_and_results(tree["recipes"], lower / "manifest.json")
+    _write(lower / "execution-plan.json", plan)
+    _write(lower / "case-results.json", results)
+    result = _gate(tree)
+    assert result.passed, [v.failures for v in result.verdicts]
+    first = next(g for g in result.report["gates"] if g["name"] == contract.GATE_LEVEL1_IMPLEMENTED)
+    assert "vllm-" + LOWER + "/manifest.json" in first["evidence"]
+    claimed = {v: [e["level"] for e in rows if e["claimed"]]
+               for v, rows in first["details"]["versions"].items()}
+    assert claimed == {LOWER: [1], CURRENT: [1, 2]}
+    out = tree["root"] / "out"
+    cli_main(["gate", "--evidence", str(tree["evidence"]), "--readme", str(tree["readme"]),
+              "--recipes", str(tree["recipes"]), "--out", str(out)])
+    assert "| 2 | not claimed | claimed: 8/8 passed |" in (out / REPORT_MARKDOWN).read_text()
+    # a version's manifest never claims more than the adapter's
+    own["compatibility_levels"] = [1, 2, 3]
+    own["operations"] = [*own["operations"], {"name": contract.OP_MODELS_LIST,
+                                              "streaming": False, "non_streaming": True,
+                                              "tool_calls": False}]
+    _write(lower / "manifest.json", own)
+    failures = next(v.failures for v in _gate(tree).verdicts
+                    if v.name == contract.GATE_LEVEL1_IMPLEMENTED)
+    assert any("claims Level(s) [3], which the adapter's manifest" in f for f in failures), failures
 
 
 def test_a_claimed_level_whose_recipes_did_not_run_fails_the_gate(tree: dict[str, Path]) -> None:

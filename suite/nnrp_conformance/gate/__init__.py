@@ -18,6 +18,9 @@ Evidence layout (``DIR``)::
       bench/*.json                  version-independent benchmark-results (wire, mapper)
       KEY-<version>/                one per version of the serving target run (KEY from the
                                     policy; the reference adapter's: vllm-<version>/)
+        manifest.json               optional: the manifest this version's run used when the
+                                    version claims less than the adapter (a level its
+                                    serving-target version cannot keep); never more
         case-results.json           the suite's case results (upstream case-results format;
                                     our evidence in diagnostics: level, status, selection,
                                     findings, duration_s)
@@ -36,11 +39,13 @@ the reports is relative to ``DIR``.
 
 The five conditions:
 
-``level1_implemented``
+``level1_implemented`` (the name is kept from the Level 1 release; it covers every level)
     the manifest claims Level 1 (``chat.completions.create`` streaming and non-streaming)
-    and, for the lower bound and the current line, the recorded plan selected every Level 1
-    mandatory recipe and every optional one the manifest claims (the planner re-run on the
-    recipes and the manifest says which; the case results must not contradict it).
+    and, for the lower bound and the current line, the recorded plan selected every mandatory
+    recipe of each level that version claims (its own ``manifest.json``, else the adapter's)
+    and every optional one claimed (the planner re-run on the recipes and the manifest says
+    which; the case results must not contradict it). The details list per level and per
+    version what was claimed; the reports show it as the Levels table.
 ``recipes_pass``
     every case of those plans has a ``passed`` result.
 ``benchmark_baseline``

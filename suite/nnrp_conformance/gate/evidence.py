@@ -64,6 +64,7 @@ PARITY_HTTP_SERVER_LOG = f"{BENCH_DIR}/parity-http-server.log"
 #: what a release run writes into ``KEY-VERSION/`` (besides ``bench/*.json``), in the order
 #: the reports link them; each is linked only when present (older evidence lacks some logs)
 VERSION_FILES = (
+    MANIFEST_FILE,
     "report.html",
     "report.md",
     CASE_RESULTS_FILE,
@@ -162,6 +163,9 @@ class VersionEvidence:
     plan: Document
     smoke: Document
     benchmarks: list[Document] = field(default_factory=list)
+    #: the manifest this version's run used when it claims less than the adapter's
+    #: (``KEY-VERSION/manifest.json``: a serving-target version that cannot keep a level)
+    manifest_path: Path | None = None
 
 
 @dataclass
@@ -221,6 +225,7 @@ def load_evidence(root: Path, target_key: str) -> Evidence:
             plan=load_document(child / EXECUTION_PLAN_FILE, "execution-plan", root),
             smoke=load_document(child / SMOKE_FILE, "case-results", root),
             benchmarks=_bench_documents(child / BENCH_DIR, root),
+            manifest_path=child / MANIFEST_FILE if (child / MANIFEST_FILE).is_file() else None,
         )
     return Evidence(root, versions, _bench_documents(root / BENCH_DIR, root), unparsable)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from nnrp_conformance import contract
+from nnrp_conformance.gate.evidence import VersionEvidence
 from nnrp_conformance.gate.verdicts import (
     GateInputs,
     GateVerdict,
@@ -16,29 +17,32 @@ from nnrp_conformance.gate.verdicts import (
     _results_by_id,
     _verdict,
 )
+from nnrp_conformance.manifest import Manifest, ManifestError, load_manifest
 from nnrp_conformance.planner import PlanError, build_plan
 
+Expected = dict[int, tuple[list[str], list[str]]]
 
-def _expected_levels(inputs: GateInputs,
-                     failures: list[str]) -> dict[int, tuple[list[str], list[str]]]:
+
+def _expected_levels(inputs: GateInputs, manifest: Manifest | None,
+                     failures: list[str]) -> Expected:
     """Claimed level -> (its mandatory recipe ids, its claimed optional ids) the planner selects
-    for the manifest at its highest claimed level (Level 3's unlisted operations excluded:
+    for ``manifest`` at its highest claimed level (Level 3's unlisted operations excluded:
     they are each optional, docs/levels.md#claims)."""
     if inputs.recipes is None:
         failures.append(f"cannot load the recipes: {inputs.recipes_problem}")
         return {}
-    if inputs.manifest is None:
+    if manifest is None:
         return {}
     if not any(r.level == contract.LEVEL_CHAT for r in inputs.recipes):
         failures.append("the recipe set has no Level 1 recipe")
         return {}
     try:
-        plan = build_plan(inputs.recipes, inputs.manifest)
+        plan = build_plan(inputs.recipes, manifest)
     except PlanError as exc:
         failures.append(f"cannot plan the recipes for the manifest: {exc}")
         return {}
-    out: dict[int, tuple[list[str], list[str]]] = {}
-    for level in inputs.manifest.levels:
+    out: Expected = {}
+    for level in manifest.levels:
         cases = [c for c in plan.cases if c.level == level]
         mandatory = [c.id for c in cases if c.status == contract.STATUS_MANDATORY
                      and c.selection != contract.SEL_NOT_CLAIMED]
@@ -54,11 +58,9 @@ def _manifest_label(inputs: GateInputs) -> str:
     return inputs.evidence.rel(inputs.manifest_path) if inputs.manifest_path else ""
 
 
-def _manifest_failures(inputs: GateInputs) -> list[str]:
-    m = inputs.manifest
+def _manifest_failures(m: Manifest | None, where: str, problem: str | None) -> list[str]:
     if m is None:
-        return [f"no usable manifest: {inputs.manifest_problem}"]
-    where = _manifest_label(inputs) or "manifest"
+        return [f"no usable manifest: {problem}"]
     out = []
     if contract.LEVEL_CHAT not in m.claimed_levels:
         out.append(
@@ -76,56 +78,97 @@ def _manifest_failures(inputs: GateInputs) -> list[str]:
     return out
 
 
+def _version_manifest(inputs: GateInputs, ve: VersionEvidence,
+                      failures: list[str]) -> tuple[Manifest | None, str]:
+    """The manifest a version's run used: its own ``manifest.json`` when the release recorded
+    one (it may claim less: a serving-target version that cannot keep a level), else the
+    adapter's. Its own must describe the same adapter and claim no level the adapter's lacks."""
+    if ve.manifest_path is None:
+        return inputs.manifest, _manifest_label(inputs)
+    label = inputs.evidence.rel(ve.manifest_path)
+    try:
+        own = load_manifest(ve.manifest_path)
+    except ManifestError as exc:
+        failures.append(str(exc).replace(str(ve.manifest_path), label))
+        return None, label
+    failures += _manifest_failures(own, label, None)
+    top = inputs.manifest
+    if top is not None:
+        if own.adapter != top.adapter:
+            failures.append(f"{label}: adapter {own.adapter!r} is not the manifest's "
+                            f"{top.adapter!r}")
+        extra = sorted(set(own.levels) - set(top.levels))
+        if extra:
+            failures.append(f"{label}: claims Level(s) {extra}, which the adapter's manifest "
+                            f"{_manifest_label(inputs)} does not")
+    return own, label
+
+
+def _level_rows(expected: Expected) -> list[dict[str, Any]]:
+    return [{"level": level, "claimed": level in expected,
+             "mandatory": expected.get(level, ([], []))[0],
+             "claimed_optional": expected.get(level, ([], []))[1]}
+            for level in contract.LEVELS]
+
+
+def _check_selected(inputs: GateInputs, version: str, ve: VersionEvidence, expected: Expected,
+                    failures: list[str]) -> None:
+    """Every expected recipe is in the version's recorded plan and recorded as selected."""
+    plan, target = ve.plan, inputs.requirements.target
+    selected = {c["id"] for c in plan.data["cases"]}
+    results = _results_by_id(ve.case_results)
+    for level, (level_mandatory, level_optional) in expected.items():
+        for case_id in level_mandatory + level_optional:
+            kind = "mandatory" if case_id in level_mandatory else "claimed optional"
+            if case_id not in selected:
+                failures.append(
+                    f"{target} {version}: Level {level} {kind} recipe {case_id} was not "
+                    f"selected ({plan.path.name} does not list it)"
+                )
+                continue
+            selection = _diag(results.get(case_id, {})).get("selection")
+            if selection not in (None, contract.SEL_SELECTED):
+                failures.append(
+                    f"{target} {version}: Level {level} {kind} recipe {case_id} is "
+                    f"recorded as {selection!r} in {ve.case_results.path.name}"
+                )
+
+
 def level1_implemented(inputs: GateInputs) -> GateVerdict:
-    """Level 1 is claimed, and every claimed level's recipes were selected on each gated
-    version (the condition keeps its first name; details list every level)."""
+    """Level 1 is claimed (by the adapter's manifest and by every version's own), and every
+    claimed level's recipes were selected on each gated version; the details list per level
+    what the adapter and each version claimed. The condition keeps its first name."""
     req = inputs.requirements
-    failures = _manifest_failures(inputs)
+    failures = _manifest_failures(inputs.manifest, _manifest_label(inputs) or "manifest",
+                                  inputs.manifest_problem)
     evidence = [_manifest_label(inputs)] if inputs.manifest_path else []
-    expected = _expected_levels(inputs, failures)
+    expected = _expected_levels(inputs, inputs.manifest, failures)
     mandatory, optional = expected.get(contract.LEVEL_CHAT, ([], []))
-    details: dict[str, Any] = {
-        "mandatory": mandatory, "claimed_optional": optional,
-        "levels": [{"level": level, "claimed": level in expected,
-                    "mandatory": expected.get(level, ([], []))[0],
-                    "claimed_optional": expected.get(level, ([], []))[1]}
-                   for level in contract.LEVELS],
-    }
+    per_version: dict[str, list[dict[str, Any]]] = {}
     for role, version, ve in _gated(inputs):
         if ve is None:
             failures.append(f"no evidence for the {role} ({req.target} {version}): no execution plan")
             continue
-        plan = ve.plan
-        if not plan.ok:
-            failures += [f"{req.target} {version} execution plan: {p}" for p in plan.problems]
+        if not ve.plan.ok:
+            failures += [f"{req.target} {version} execution plan: {p}" for p in ve.plan.problems]
             continue
-        evidence.append(plan.label)
-        selected = {c["id"] for c in plan.data["cases"]}
-        if inputs.manifest is not None and plan.data["adapter"] != inputs.manifest.adapter:
-            failures.append(
-                f"{plan.label}: adapter {plan.data['adapter']!r} is not the manifest's "
-                f"{inputs.manifest.adapter!r}"
-            )
-        results = _results_by_id(ve.case_results)
-        for level, (level_mandatory, level_optional) in expected.items():
-            for case_id in level_mandatory + level_optional:
-                kind = "mandatory" if case_id in level_mandatory else "claimed optional"
-                if case_id not in selected:
-                    failures.append(
-                        f"{req.target} {version}: Level {level} {kind} recipe {case_id} was not "
-                        f"selected ({plan.path.name} does not list it)"
-                    )
-                    continue
-                selection = _diag(results.get(case_id, {})).get("selection")
-                if selection not in (None, contract.SEL_SELECTED):
-                    failures.append(
-                        f"{req.target} {version}: Level {level} {kind} recipe {case_id} is "
-                        f"recorded as {selection!r} in {ve.case_results.path.name}"
-                    )
-    counts = "; ".join(f"Level {lv}: {len(m)} mandatory and {len(o)} claimed optional"
-                       for lv, (m, o) in expected.items())
-    ok = f"Level 1 claimed; levels {list(expected)} selected for every gated {req.target} " \
-         f"version ({counts})"
+        evidence.append(ve.plan.label)
+        manifest, label = _version_manifest(inputs, ve, failures)
+        if ve.manifest_path is not None:
+            evidence.append(label)
+        mine = expected if manifest is inputs.manifest else \
+            _expected_levels(inputs, manifest, failures)
+        per_version[version] = _level_rows(mine)
+        if manifest is not None and ve.plan.data["adapter"] != manifest.adapter:
+            failures.append(f"{ve.plan.label}: adapter {ve.plan.data['adapter']!r} is not the "
+                            f"manifest's {manifest.adapter!r}")
+        _check_selected(inputs, version, ve, mine, failures)
+    details: dict[str, Any] = {"mandatory": mandatory, "claimed_optional": optional,
+                               "levels": _level_rows(expected), "versions": per_version}
+    claims = "; ".join(
+        f"{req.target} {v}: levels {[r['level'] for r in rows if r['claimed']]}"
+        for v, rows in per_version.items())
+    ok = f"Level 1 claimed; every claimed level's recipes selected ({claims})"
     return _verdict(contract.GATE_LEVEL1_IMPLEMENTED, failures, ok, evidence=evidence,
                     details=details)
 

@@ -258,14 +258,14 @@ def _benchmarks(report: dict[str, Any]) -> list[str]:
 
 
 def _levels(report: dict[str, Any]) -> list[str]:
-    rows = level_rows(report)
+    names, rows = level_rows(report)
     if not rows:
         return []
-    out = ["<h2>Levels</h2>", "<table><tr><th>level</th><th>claimed</th>"
-           "<th>recipes selected</th><th>passed</th></tr>"]
-    out += [f"<tr><td class='num'>{level}</td><td>{escape(claimed)}</td>"
-            f"<td>{escape(expected)}</td><td>{escape(', '.join(passed) or '—')}</td></tr>"
-            for level, claimed, expected, passed in rows]
+    head = "".join(f"<th>vLLM {escape(v)}</th>" for v in names)
+    out = ["<h2>Levels</h2>", f"<table><tr><th>level</th>{head}</tr>"]
+    out += [f"<tr><td class='num'>{level}</td>"
+            + "".join(f"<td>{_badge(c.ok, label=c.text)}</td>" for c in cells) + "</tr>"
+            for level, cells in rows]
     return [*out, "</table>"]
 
 

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["render_gate_markdown"]
+__all__ = ["Cell", "level_rows", "render_gate_markdown"]
+
+
+class Cell(NamedTuple):
+    """One cell of the levels table: its text, and whether it is good (None: neutral)."""
+
+    text: str
+    ok: bool | None
 
 
 def _cell(value: Any) -> str:
@@ -52,7 +59,7 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
             lines.append(f"- {where}: [`{f['path']}`]({href})")
 
     versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
-    lines += _levels_table(report, versions)
+    lines += _levels_table(report)
     for version, rows in versions.items():
         lines += ["", f"## Recipes — vLLM {version}", "",
                   "| recipe | status | level | outcome | terminal | ms | message |",
@@ -90,35 +97,35 @@ def render_gate_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def level_rows(report: dict[str, Any]) -> list[tuple[int, str, str, list[str]]]:
-    """(level, claimed, expected recipes, passed per version) for every profile level, from
-    the report alone: the first condition's ``levels`` and the recipe rows' levels."""
-    levels = _gate(report, "level1_implemented").get("details", {}).get("levels", [])
-    versions = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
-    out = []
-    for entry in levels:
-        level = entry["level"]
-        expected = len(entry["mandatory"]) + len(entry["claimed_optional"])
-        passed = []
-        for version, rows in versions.items():
-            mine = [r for r in rows if r.get("level") == level]
+def level_rows(report: dict[str, Any]) -> tuple[list[str], list[tuple[int, list[Cell]]]]:
+    """(versions, one row per profile level: the level and per version a cell "claimed: k/n
+    passed" (ok when all passed) or "not claimed" (ok None)), from the report alone: the first
+    condition's per-version ``levels`` and the recipe rows' levels."""
+    claims = _gate(report, "level1_implemented").get("details", {}).get("versions") or {}
+    results = _gate(report, "recipes_pass").get("details", {}).get("versions", {})
+    rows = []
+    for level in sorted({e["level"] for entries in claims.values() for e in entries}):
+        cells = []
+        for version, entries in claims.items():
+            entry = next((e for e in entries if e["level"] == level), None)
+            if not entry or not entry["claimed"]:
+                cells.append(Cell("not claimed", None))
+                continue
+            mine = [r for r in results.get(version, []) if r.get("level") == level]
             ok = sum(r["outcome"] == "passed" for r in mine)
-            passed.append(f"{version}: {ok}/{len(mine)}")
-        out.append((level, "yes" if entry["claimed"] else "no",
-                    f"{len(entry['mandatory'])} mandatory + {len(entry['claimed_optional'])} "
-                    f"optional" if entry["claimed"] else "—",
-                    passed if entry["claimed"] and expected else []))
-    return out
+            cells.append(Cell(f"claimed: {ok}/{len(mine)} passed", ok == len(mine) > 0))
+        rows.append((level, cells))
+    return list(claims), rows
 
 
-def _levels_table(report: dict[str, Any], versions: dict[str, Any]) -> list[str]:
-    rows = level_rows(report)
+def _levels_table(report: dict[str, Any]) -> list[str]:
+    names, rows = level_rows(report)
     if not rows:
         return []
-    lines = ["", "## Levels", "", "| level | claimed | recipes selected | passed |",
-             "|---|---|---|---|"]
-    lines += [f"| {level} | {claimed} | {expected} | {_cell(', '.join(passed)) or '—'} |"
-              for level, claimed, expected, passed in rows]
+    lines = ["", "## Levels", "", "| level | " + " | ".join(f"vLLM {v}" for v in names) + " |",
+             "|---|" + "---|" * len(names)]
+    lines += [f"| {level} | " + " | ".join(_cell(c.text) for c in cells) + " |"
+              for level, cells in rows]
     return lines
 
 
