@@ -238,3 +238,17 @@ def test_a_level3_claim_lists_a_level3_operation() -> None:
     data["operations"] = data["operations"][:2]
     with pytest.raises(ManifestError, match="Level 3 is claimed"):
         manifest_from_dict(data)
+
+
+def test_after_our_cancel_nothing_is_judged_for_being_absent() -> None:
+    """nnrp-py drops the queued partials once the client cancels: an item never seen done and
+    a usage event never seen are not the endpoint's fault; a wrong item id still is."""
+    case = case_of("level2.responses.streaming-text")
+    events = text_stream()[:2]  # added, one delta: the rest was dropped after the cancel
+    v = judge(case, obs(events, "success", _response(_message(text="hi")),
+                        cancelled_at_index=1), manifest=MANIFEST, capability_document=DOC)
+    assert not {"output-item.lifecycle", "responses.usage-event"} & set(rules(v)), v.findings
+    wrong = _response(_message("msg_other", "hi"))
+    v = judge(case, obs(events, "success", wrong, cancelled_at_index=1), manifest=MANIFEST,
+              capability_document=DOC)
+    assert "responses.body" in rules(v)

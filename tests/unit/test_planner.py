@@ -146,6 +146,7 @@ def test_level2_claim_keeps_every_mandatory_level1_recipe() -> None:
     assert all(not c.selected for c in plan.cases
                if (c.status == "optional" and c.level == 1) or c.level == 3)
     assert plan.case("level2.responses.cancel.client").selected
+    assert plan.case("level2.responses.timeout").selected
 
 
 def test_recipes_above_the_run_level_are_not_claimed() -> None:
