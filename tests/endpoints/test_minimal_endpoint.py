@@ -87,7 +87,8 @@ def endpoint() -> Iterator[int]:
 @dataclass
 class Outcome:
     partials: list[bytes] = field(default_factory=list)
-    push: dict[str, Any] | None = None
+    push: dict[str, Any] | None = None  # the RESULT_PUSH's terminal event
+    pushed: bool = False  # a RESULT_PUSH came (with zero frames, push stays None)
     push_status: int | None = None
     push_frames: int = 0
     drop_code: int | None = None
@@ -154,6 +155,9 @@ async def _exchange(port: int, frames: tuple[Any, ...], cancel_after: int | None
                     conn.cancel_operation(op)
             elif kind is MessageType.RESULT_PUSH:
                 md = event.metadata.value
+                out.pushed, out.push_status = True, md.status_code
+                if md.payload_frame_count == 0:  # the empty success terminal (spec §3)
+                    break
                 view = unpack_body(event.tail.body)
                 typed = unpack_typed_payload_frames(
                     view.typed_payload_descriptor_region,

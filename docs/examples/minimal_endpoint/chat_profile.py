@@ -2,7 +2,9 @@
 
 This module knows nothing about NNRP frames.  It turns one decoded request envelope into a
 plan: the ordered event bodies to stream as partial results and the terminal event to
-end with.  The "model" is deterministic: it echoes words of the last message, one word per
+end with.  It also owns the capability document of each ``--levels`` claim; the operations
+above Level 1 are planned by ``responses_profile`` and ``discovery_profile``, handed in as
+planners.  The "model" is deterministic: it echoes words of the last message, one word per
 token, so a request's output is fully predictable.
 
 The profile literals are written out here on purpose: this endpoint plays the part of a
@@ -14,15 +16,34 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final, Protocol, TypeGuard
 
 SCHEMA_VERSION = "openai-compatible/1"
 PROFILE = "openai-compatible"
 ADAPTER = "minimal-endpoint"
 OP_CHAT = "chat.completions.create"
+OP_RESPONSES = "responses.create"
+OP_MODELS = "models.list"
+OP_EMBEDDINGS = "embeddings.create"
 OP_CAPABILITIES = "nnrp.capabilities.get"
+#: the capability document's entry of each profile operation (docs/levels.md): the answers
+#: of models.list and embeddings.create are single results, never streamed or cancelled
+OPERATION_FLAGS: Final = MappingProxyType({
+    OP_CHAT: {"streaming": True, "non_streaming": True, "tool_calls": True, "cancellation": True},
+    OP_RESPONSES: {"streaming": True, "non_streaming": True, "tool_calls": True,
+                   "cancellation": True},
+    OP_MODELS: {"streaming": False, "non_streaming": True, "tool_calls": False,
+                "cancellation": False},
+    OP_EMBEDDINGS: {"streaming": False, "non_streaming": True, "tool_calls": False,
+                    "cancellation": False},
+})
+#: the operations a level adds to the ones below it (spec §1: a higher level includes them)
+LEVEL_OPERATIONS: Final = MappingProxyType(
+    {1: (OP_CHAT,), 2: (OP_RESPONSES,), 3: (OP_MODELS, OP_EMBEDDINGS)}
+)
 ENVELOPE_FIELDS = frozenset({"schema_version", "operation", "request_id", "body", "nnrp"})
 
 #: error code -> its fixed error.type (a subset of the profile's closed list)
@@ -88,7 +109,17 @@ class Plan:
     cancel_after_events: int | None = None
     timeout_ms: int | None = None
     request_id: str = ""
+    operation: str = ""
+    #: end a success with an empty RESULT_PUSH (zero frames) instead of ``terminal``
+    empty_terminal: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Planner(Protocol):
+    """Plans one operation's answer from its request body (raises ProfileError)."""
+
+    def __call__(self, body: dict[str, Any], *, op_id: int, request_id: str, model: str,
+                 defect: str | None) -> Plan: ...
 
 
 def error_plan(code: str, message: str, defect: str | None = None) -> Plan:
@@ -96,34 +127,18 @@ def error_plan(code: str, message: str, defect: str | None = None) -> Plan:
     return Plan(partials=(), terminal=event, status=STATUS_FOR_TYPE[ERROR_TYPES[code]])
 
 
-def capability_document(model: str, defect: str | None = None) -> dict[str, Any]:
-    operations = [
-        {
-            "name": OP_CHAT,
-            "streaming": True,
-            "non_streaming": True,
-            "tool_calls": True,
-            "cancellation": True,
-        }
-    ]
-    levels = [1]
-    if defect == "capability-lies":
-        levels = [1, 2]
-        operations.append(
-            {
-                "name": "responses.create",
-                "streaming": True,
-                "non_streaming": True,
-                "tool_calls": True,
-                "cancellation": True,
-            }
-        )
+def capability_document(model: str, defect: str | None = None, levels: int = 1) -> dict[str, Any]:
+    """The document of an endpoint serving every operation of ``levels`` and the ones below."""
+    names = [op for level in range(1, levels + 1) for op in LEVEL_OPERATIONS[level]]
+    claimed = list(range(1, levels + 1))
+    if defect == "capability-lies" and levels == 1:
+        claimed, names = [1, 2], [*names, OP_RESPONSES]
     return {
         "profile": PROFILE,
         "schema_version": SCHEMA_VERSION,
         "adapter": ADAPTER,
-        "compatibility_levels": levels,
-        "operations": operations,
+        "compatibility_levels": claimed,
+        "operations": [{"name": name, **OPERATION_FLAGS[name]} for name in names],
         "models": [{"id": model, "owned_by": ADAPTER}],
     }
 
@@ -131,7 +146,7 @@ def capability_document(model: str, defect: str | None = None) -> dict[str, Any]
 # --- envelope ----------------------------------------------------------------------------
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -167,10 +182,10 @@ def parse_envelope(payload: bytes) -> dict[str, Any]:
     if not isinstance(hints, dict):
         raise ProfileError("invalid_request", "envelope member 'nnrp' must be a JSON object")
     timeout = hints.get("timeout_ms")
-    if timeout is not None and (not _is_int(timeout) or timeout <= 0):
+    if timeout is not None and (not is_int(timeout) or timeout <= 0):
         raise ProfileError("invalid_request", "nnrp.timeout_ms must be a positive integer")
     after = hints.get("cancel_after_events")
-    if after is not None and (not _is_int(after) or after < 0):
+    if after is not None and (not is_int(after) or after < 0):
         raise ProfileError("invalid_request", "nnrp.cancel_after_events must be an integer >= 0")
     if "diagnostics" in hints and not isinstance(hints["diagnostics"], bool):
         raise ProfileError("invalid_request", "nnrp.diagnostics must be a boolean")
@@ -180,7 +195,7 @@ def parse_envelope(payload: bytes) -> dict[str, Any]:
 # --- chat body ---------------------------------------------------------------------------
 
 
-def _message_text(message: dict[str, Any]) -> str:
+def message_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
@@ -265,7 +280,7 @@ def _check_scalars(body: dict[str, Any]) -> None:
     for key in ("max_tokens", "max_completion_tokens"):
         if key not in body or body[key] is None:
             continue
-        if not _is_int(body[key]) or body[key] <= 0:
+        if not is_int(body[key]) or body[key] <= 0:
             raise ProfileError("invalid_request", f"'{key}' must be a positive integer")
         if body[key] > MAX_OUTPUT_TOKENS:
             raise ProfileError(
@@ -274,7 +289,7 @@ def _check_scalars(body: dict[str, Any]) -> None:
             )
 
 
-def _arguments_for(fn: dict[str, Any], prompt: str) -> str:
+def arguments_for(fn: dict[str, Any], prompt: str) -> str:
     """Deterministic arguments that satisfy the tool's parameter types."""
     props = (fn.get("parameters") or {}).get("properties") or {}
     samples = {"string": prompt[:40] or "x", "integer": 1, "number": 1.5, "boolean": True}
@@ -284,11 +299,11 @@ def _arguments_for(fn: dict[str, Any], prompt: str) -> str:
         if isinstance(schema, dict) and isinstance(schema.get("enum"), list) and schema["enum"]:
             args[name] = schema["enum"][0]
         else:
-            args[name] = samples.get(kind, [] if kind == "array" else {} if kind else "x")
+            args[name] = samples.get(str(kind), [] if kind == "array" else {} if kind else "x")
     return json.dumps(args, separators=(",", ":"))
 
 
-def _split3(text: str) -> list[str]:
+def split3(text: str) -> list[str]:
     step = max(1, -(-len(text) // 3))
     return [text[i : i + step] for i in range(0, len(text), step)]
 
@@ -303,7 +318,7 @@ class _Chat:
 
     def tokens(self, messages: list[dict[str, Any]]) -> list[str]:
         user = [m for m in messages if m["role"] == "user"] or messages
-        words = _message_text(user[-1]).split() or ["ok"]
+        words = message_text(user[-1]).split() or ["ok"]
         limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
         count = limit or DEFAULT_OUTPUT_TOKENS
         cycle = itertools.islice(itertools.cycle(words), count)
@@ -312,7 +327,8 @@ class _Chat:
             tokens[1] = " " + "x" * HUGE_DELTA_BYTES
         return tokens
 
-    def completion(self, message: dict[str, Any], finish: str, usage: dict[str, int]) -> dict:
+    def completion(self, message: dict[str, Any], finish: str,
+                   usage: dict[str, int]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "id": f"chatcmpl-{self.request_id}",
             "object": "chat.completion",
@@ -360,7 +376,7 @@ class _Chat:
         started = {"type": "response.tool_call.started", **ids, "name": fn["name"]}
         deltas = [
             {"type": "response.tool_call.delta", **ids, "arguments_delta": chunk}
-            for chunk in _split3(arguments)
+            for chunk in split3(arguments)
         ]
         final_args = arguments + " " if self.defect == "tool-call-args-mismatch" else arguments
         completed = {
@@ -390,11 +406,11 @@ class _Chat:
             # backend-error recipe (model "backend-error") expects exactly this code.
             raise ProfileError("backend_error", f"model {model!r} is not served here")
         stream = bool(self.body.get("stream", False))
-        prompt = " ".join(_message_text(m) for m in messages)
+        prompt = " ".join(message_text(m) for m in messages)
         input_tokens = max(1, len(prompt.split()))
         if tool is not None:
-            arguments = _arguments_for(tool, _message_text(messages[-1]))
-            output_tokens = len(_split3(arguments))
+            arguments = arguments_for(tool, message_text(messages[-1]))
+            output_tokens = len(split3(arguments))
             partials: list[bytes | None] = list(self.tool_events(tool, arguments))
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -445,18 +461,23 @@ class _Chat:
             yield encode({"type": "response.output_text.delta", "index": 0, "delta": f" w{i}"})
 
 
-def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None) -> Plan:
-    """Decode one envelope and plan its answer; every invalid request yields an error plan."""
+def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
+                 levels: int = 1, planners: Mapping[str, Planner] | None = None) -> Plan:
+    """Decode one envelope and plan its answer; every invalid request yields an error plan.
+    ``planners`` serve the operations of the levels above 1 (``levels`` is the highest)."""
     try:
         envelope = parse_envelope(payload)
         hints = envelope.get("nnrp") or {}
         request_id = envelope.get("request_id") or f"op{op_id}"
         operation = envelope["operation"]
         body = envelope["body"]
+        planner = (planners or {}).get(operation)
         if operation == OP_CAPABILITIES:
-            final = {"type": "response.completed", "body": capability_document(model, defect)}
-            plan = Plan(partials=(), terminal=final)
-        elif operation == "responses.create" and defect == "unsupported-op-accepted":
+            document = capability_document(model, defect, levels)
+            plan = Plan(partials=(), terminal={"type": "response.completed", "body": document})
+        elif planner is not None:
+            plan = planner(body, op_id=op_id, request_id=request_id, model=model, defect=defect)
+        elif operation == OP_RESPONSES and defect == "unsupported-op-accepted":
             text = body.get("input") if isinstance(body.get("input"), str) else "hello"
             chat = {"model": model, "stream": True, "messages": [{"role": "user", "content": text}]}
             plan = _Chat(op_id, request_id, model, chat, defect).plan()
@@ -471,6 +492,7 @@ def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None) 
     except ProfileError as exc:
         return error_plan(exc.code, exc.message, defect)
     plan.request_id = request_id
+    plan.operation = operation
     plan.timeout_ms = hints.get("timeout_ms")
     plan.cancel_after_events = hints.get("cancel_after_events")
     return plan

@@ -84,6 +84,43 @@ DEFECTS: Final = MappingProxyType(
             "text deltas carry an undeclared extension field (acme_trace) beside the "
             "standard ones"
         ),
+        # Level 2 (--levels 2 or 3): responses.create
+        "item-done-early": (
+            "responses: the first output item's response.output_item.done comes right after "
+            "its added, before the item's deltas"
+        ),
+        "delta-wrong-item": (
+            "responses: the second text delta names another item_id than its output item"
+        ),
+        "tool-call-item-mismatch": (
+            "responses: the tool_call.* events carry another call_id than their function_call "
+            "item"
+        ),
+        "responses-no-usage": "responses: a successful stream sends no response.usage",
+        "responses-chat-body": (
+            "responses: response.completed carries a chat.completion instead of a Response object"
+        ),
+        "responses-item-id-mismatch": (
+            "responses: the Response body's output items have other ids than the streamed items"
+        ),
+        "responses-empty-push": (
+            "responses: a successful stream ends with an empty RESULT_PUSH instead of "
+            "response.completed with the Response object"
+        ),
+        "responses-ignores-cancel": (
+            "responses: never looks for a client cancel while a responses.create streams: "
+            "keeps sending partials and a RESULT_PUSH after the cancel"
+        ),
+        # Level 3 (--levels 3): models.list, embeddings.create
+        "models-omit-served": "models.list answers an empty list: the served model is missing",
+        "models-bad-body": "models.list entries lack object and owned_by",
+        "embeddings-missing-index": "embeddings: data[0] has no index",
+        "embeddings-wrong-count": "embeddings: one embedding fewer than inputs (two for one)",
+        "embeddings-unequal-dims": "embeddings: the last vector is one number shorter",
+        "embeddings-reversed": (
+            "embeddings: a batch is answered in reverse order (data[i] is the vector of the "
+            "input n-1-i)"
+        ),
     }
 )
 

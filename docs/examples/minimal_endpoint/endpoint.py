@@ -2,10 +2,13 @@
 
 This module owns the NNRP side: listening, one polling loop per session, decoding the
 request frame, streaming partial results, terminals, client cancels, timeouts and closing.
-The profile side (envelope, events, the deterministic "model") is ``chat_profile``; the
-fault-injection switch (``--defect NAME``) is ``defects``.
+The profile side (envelope, events, the deterministic "model") is ``chat_profile``; Level 2
+(``responses.create``) is ``responses_profile``, Level 3 (``models.list``,
+``embeddings.create``) ``discovery_profile``, served with ``--levels 2`` or ``--levels 3``
+(default 1: chat only, the claim of ``manifest.json``); the fault-injection switch
+(``--defect NAME``) is ``defects``.
 
-    python endpoint.py --listen 127.0.0.1:0 [--model NAME] [--defect NAME]
+    python endpoint.py --listen 127.0.0.1:0 [--model NAME] [--levels N] [--defect NAME]
     python endpoint.py --listen ipc:///tmp/endpoint.sock     # or ws://127.0.0.1:0
     python endpoint.py --list-defects
 
@@ -32,12 +35,24 @@ from typing import Any
 
 import anyio
 import chat_profile
-from chat_profile import OP_CAPABILITIES, Plan, cancelled_event, encode, error_plan
+from chat_profile import (
+    OP_CAPABILITIES,
+    OP_EMBEDDINGS,
+    OP_MODELS,
+    OP_RESPONSES,
+    Plan,
+    Planner,
+    cancelled_event,
+    encode,
+    error_plan,
+)
 from defects import DEFECTS, check_defect
+from discovery_profile import plan_embeddings, plan_models
 from nnrp import StreamSemantics
 from nnrp.core import (
     MessageType,
     PayloadKind,
+    ResultClass,
     ResultPushMetadata,
     TransportPolicy,
     build_result_push_typed_payload_packet,
@@ -60,6 +75,7 @@ from nnrp.server import (
     NativeServerProviderRoute,
     listen_native_server,
 )
+from responses_profile import plan_responses
 from variants import VARIANTS, check_variant, restyle, serves_discovery
 
 #: events sent per operation between two polls, so a cancel is seen within one slice
@@ -69,6 +85,11 @@ BUSY_POLL_S = 0.001
 IDLE_POLL_S = 0.02
 #: a dead peer makes every poll fail at once; this many failures in a row end the session
 DEAD_PEER_POLLS = 200
+#: the operations each level adds to chat (docs/levels.md#claims)
+LEVEL_PLANNERS: dict[int, dict[str, Planner]] = {
+    2: {OP_RESPONSES: plan_responses},
+    3: {OP_MODELS: plan_models, OP_EMBEDDINGS: plan_embeddings},
+}
 
 
 def set_tcp_nodelay() -> int:
@@ -113,6 +134,14 @@ class Config:
     defect: str | None
     delta_delay_s: float
     variant: str | None = None
+    levels: int = 1
+
+    def planners(self) -> dict[str, Planner]:
+        """The planners of the operations above Level 1 that this endpoint serves."""
+        out: dict[str, Planner] = {}
+        for level in range(2, self.levels + 1):
+            out.update(LEVEL_PLANNERS[level])
+        return out
 
 
 def decode_request(op: Any, defect: str | None) -> bytes | Plan:
@@ -218,6 +247,21 @@ class Session:
         if self.config.defect == "two-terminals":
             await self.second_terminal(state)
 
+    async def push_empty(self, state: OpState) -> None:
+        """The empty success terminal: a RESULT_PUSH with zero payload frames (spec §3).
+        nnrp-py's typed builder refuses zero frames, so the metadata is written here."""
+        op = state.op
+        state.finished = True
+        metadata = ResultPushMetadata(
+            chat_profile.STATUS_OK, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            result_class=ResultClass.COMPLETE, payload_kind_bitmap=PayloadKind(0),
+            payload_frame_count=0,
+        )
+        try:
+            await op.send_result(metadata, b"")
+        except NativeRuntimeError:
+            await self.drop_cancelled(state, "client")
+
     async def second_terminal(self, state: OpState) -> None:
         # The public API refuses a second terminal, so the defect goes one level down.
         op = state.op
@@ -269,7 +313,8 @@ class Session:
                               f"operation {OP_CAPABILITIES!r} is not served here")
         else:
             plan = chat_profile.plan_request(
-                request, op_id=op.operation_id, model=config.model, defect=config.defect
+                request, op_id=op.operation_id, model=config.model, defect=config.defect,
+                levels=config.levels, planners=config.planners(),
             )
         now = time.monotonic()
         deadline = None
@@ -304,7 +349,9 @@ class Session:
                 return
             item = next(state.events, StopIteration)
             if item is StopIteration:
-                if plan.terminal is None:
+                if plan.empty_terminal:
+                    await self.push_empty(state)
+                elif plan.terminal is None:
                     state.exhausted = True
                 else:
                     await self.push(state, plan.terminal, plan.status)
@@ -317,6 +364,12 @@ class Session:
                     # The runtime has processed the client's cancel before this loop polled it.
                     await self.drop_cancelled(state, "client")
                     return
+
+    def ignores_cancel(self, state: OpState) -> bool:
+        """The defects that never look for a cancel while this operation streams."""
+        defect = self.config.defect
+        return defect == "late-event-after-cancel" or (
+            defect == "responses-ignores-cancel" and state.plan.operation == OP_RESPONSES)
 
     async def run_inline(self, state: OpState) -> None:
         """late-event-after-cancel: stream the whole operation without polling once."""
@@ -357,8 +410,9 @@ class Session:
             while not self.stop.is_set():
                 self.ops = {k: s for k, s in self.ops.items() if not s.finished}
                 busy = [s for s in self.ops.values() if s.streaming]
-                if busy and self.config.defect == "late-event-after-cancel":
-                    for state in busy:
+                deaf = [s for s in busy if self.ignores_cancel(s)]
+                if deaf:
+                    for state in deaf:
                         await self.run_inline(state)
                     continue
                 try:
@@ -495,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="HOST:PORT (TCP; default 127.0.0.1:0, an ephemeral port), "
                              "ipc:///PATH or ws://HOST:PORT")
     parser.add_argument("--model", default="minimal-model", help="the one model id served")
+    parser.add_argument("--levels", type=int, choices=(1, 2, 3), default=1,
+                        help="serve the operations of Levels 1..N (default 1: chat; 3 is the "
+                             "claim of manifest-levels.json)")
     parser.add_argument("--defect", default=None, help="inject one defect (see --list-defects)")
     parser.add_argument("--delta-delay-ms", type=float, default=1.0,
                         help="simulated generation time per token (default 1.0)")
@@ -519,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.delta_delay_ms < 0:
         parser.error("--delta-delay-ms must be >= 0")
     config = Config(model=args.model, defect=defect, delta_delay_s=args.delta_delay_ms / 1000,
-                    variant=variant)
+                    variant=variant, levels=args.levels)
     try:
         anyio.run(serve, args.listen, config)
     except KeyboardInterrupt:
