@@ -1,7 +1,11 @@
 """The server binding's handler for the profile: :class:`VllmNnrpAdapter` checks the envelope
-and the chat body (operator-only fields refused unless allowed), calls the backend, maps its
-chunks to events (:mod:`.mapping`, the design's mapping table), and honours cancellation,
-the stall bound and the in-band hint, with the backend's diagnostics on errors.
+and the chat body (:mod:`.bodies`; operator-only fields refused unless allowed), calls the
+backend, maps its chunks to events (:mod:`.mapping`, the design's mapping table), and honours
+cancellation, the stall bound and the in-band hint, with the backend's diagnostics on errors.
+``responses.create`` and ``models.list`` are dispatched to :mod:`.handlers` (the chat path
+stays as it is, event for event). It also decides which operations the capability document
+offers: those of the manifest whose backend features the vLLM line keeps
+(:data:`OPERATION_FEATURES`).
 """
 
 from __future__ import annotations
@@ -14,65 +18,58 @@ import anyio
 
 from nnrp_conformance import contract
 
-from . import profile
-from .mapping import ChunkMapper, _usage_numbers, map_backend_error
+from . import handlers, profile
+from .bodies import OPERATOR_ONLY_FIELDS, check_chat_body
+from .mapping import (
+    ChunkMapper,
+    _usage_numbers,
+    map_backend_error,
+    stalled_event,
+    with_backend_diagnostics,
+)
 from .profile import ProfileError
 from .stall import StallWatchdog
 from .vllm_backend import BackendError
+from .vllm_backend.lines import FEATURE_MODELS, FEATURE_RESPONSES, FEATURE_RESPONSES_STREAM_TOOLS
+
+__all__ = ["OPERATION_FEATURES", "OPERATOR_ONLY_FIELDS", "VllmNnrpAdapter", "check_chat_body"]
 
 #: longest wait for the backend's next output before the operation fails (a hung engine must
 #: end in a backend-error terminal, never a hang); the operator can change it.
 DEFAULT_BACKEND_STALL_TIMEOUT_S = 300.0
 
 
-#: request body fields that could make vLLM load a template, a module or a file the operator
-#: did not configure; refused unless the operator allows them explicitly.
-OPERATOR_ONLY_FIELDS: frozenset[str] = frozenset(
-    {"chat_template", "logits_processors", "mm_processor_kwargs", "kv_transfer_params"}
-)
+#: the backend features (:mod:`.vllm_backend.lines`) an operation needs. A missing one
+#: withholds the operation from the capability document, and with it every level that then
+#: loses its operation (:func:`.profile.capability_document`). Level 2 needs Responses
+#: streaming *with* tool calls, not only text: no adapter claims Level 2 unless its serving
+#: target keeps Responses streaming and tool-call semantics (spec §1, docs/levels.md).
+OPERATION_FEATURES: Mapping[str, tuple[str, ...]] = {
+    contract.OP_RESPONSES_CREATE: (FEATURE_RESPONSES, FEATURE_RESPONSES_STREAM_TOOLS),
+    contract.OP_MODELS_LIST: (FEATURE_MODELS,),
+}
 
 
-def check_chat_body(body: Any, *, allowed_operator_fields: Iterable[str] = ()) -> None:
-    """Profile-level checks of a chat body that must not depend on the backend's wording."""
-    if not isinstance(body, Mapping):
-        raise ProfileError(contract.ERR_INVALID_REQUEST, "body must be a JSON object", param="body")
-    if "messages" not in body:
-        raise ProfileError(
-            contract.ERR_MISSING_MESSAGES, "body.messages is required", param="body.messages"
-        )
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        raise ProfileError(
-            contract.ERR_INVALID_REQUEST,
-            "body.messages must be a non-empty array of message objects",
-            param="body.messages",
-        )
-    for i, message in enumerate(messages):
-        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
-            raise ProfileError(
-                contract.ERR_INVALID_REQUEST,
-                f"body.messages[{i}] must be an object with a string 'role'",
-                param=f"body.messages.{i}",
-            )
-    if "model" in body and not isinstance(body["model"], str):
-        raise ProfileError(
-            contract.ERR_INVALID_REQUEST, "body.model must be a string", param="body.model"
-        )
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise ProfileError(
-            contract.ERR_INVALID_REQUEST, "body.stream must be a boolean", param="body.stream"
-        )
-    refused = sorted(set(body) & (OPERATOR_ONLY_FIELDS - set(allowed_operator_fields)))
-    if refused:
-        raise ProfileError(
-            contract.ERR_INVALID_REQUEST,
-            f"body.{refused[0]} is not accepted: the operator has not enabled it",
-            param=f"body.{refused[0]}",
-        )
+def withheld_operations(backend: Any) -> dict[str, str]:
+    """Operation -> why this backend cannot serve it (its vLLM line's limitations, or a
+    backend without the method at all, e.g. a chat-only test double)."""
+    limits = dict(getattr(backend, "limitations", None) or {})
+    for feature, method in ((FEATURE_RESPONSES, "responses"), (FEATURE_MODELS, "list_models")):
+        if not callable(getattr(backend, method, None)):
+            limits.setdefault(feature, f"the backend has no {method}()")
+    return {
+        op: "; ".join(limits[f] for f in features if f in limits)
+        for op, features in OPERATION_FEATURES.items()
+        if any(f in limits for f in features)
+    }
 
 
 class ChatBackend(Protocol):
-    """What the adapter needs from :mod:`vllm_nnrp_adapter.vllm_backend` (or a test double)."""
+    """What the adapter needs from :mod:`vllm_nnrp_adapter.vllm_backend` (or a test double).
+
+    Levels 2 and 3 also use ``responses(body, request_id=…)`` and ``list_models()`` when the
+    backend has them (:func:`withheld_operations`).
+    """
 
     served_model_names: list[str]
 
@@ -105,8 +102,16 @@ class VllmNnrpAdapter:
         self.allowed_operator_fields = frozenset(allowed_operator_fields)
         self.echo_text_in_diagnostics = echo_text_in_diagnostics
         self.backend_stall_timeout_s = backend_stall_timeout_s
-        self.operations = tuple(op["name"] for op in self.manifest["operations"])
-        self._capabilities = profile.capability_document(self.manifest, backend.served_model_names)
+        #: operation -> why it is not offered although the manifest lists it
+        self.withheld = {
+            op: why
+            for op, why in withheld_operations(backend).items()
+            if any(o["name"] == op for o in self.manifest["operations"])
+        }
+        self._capabilities = profile.capability_document(
+            self.manifest, backend.served_model_names, withheld=self.withheld
+        )
+        self.operations = tuple(op["name"] for op in self._capabilities["operations"])
 
     @property
     def capabilities(self) -> dict[str, Any]:
@@ -136,6 +141,15 @@ class VllmNnrpAdapter:
                 # engine from outside how many requests it still holds.
                 event["nnrp"] = {"diagnostics": await self._engine_diagnostics()}
             yield event
+            return
+        if envelope.operation == contract.OP_RESPONSES_CREATE:
+            request_id = _vllm_request_id(ctx, envelope.request_id)
+            async for event in handlers.serve_responses(self, ctx, envelope, record, request_id):
+                yield event
+            return
+        if envelope.operation == contract.OP_MODELS_LIST:
+            async for event in handlers.serve_models(self, envelope, record):
+                yield event
             return
         try:
             check_chat_body(envelope.body, allowed_operator_fields=self.allowed_operator_fields)
@@ -170,7 +184,7 @@ class VllmNnrpAdapter:
         except BackendError as exc:
             if record is not None:
                 record.backend_error_family = exc.family
-            yield _with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
+            yield with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
             return
         except TimeoutError:
             await abort()
@@ -209,7 +223,7 @@ class VllmNnrpAdapter:
         except BackendError as exc:
             if record is not None:
                 record.backend_error_family = exc.family
-            yield _with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
+            yield with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
             return
         except TimeoutError:
             await abort()
@@ -254,6 +268,8 @@ class VllmNnrpAdapter:
             # "vllm-plugin" (inside vllm serve, .vllm_plugin)
             "startup_path": getattr(self.backend, "startup_path", None),
         }
+        if self.withheld:
+            diag["withheld_operations"] = dict(self.withheld)
         if self.recorder is not None:
             # The discovery operation itself is in flight while it reports.
             diag["in_flight_operations"] = max(0, self.recorder.snapshot()["in_flight"] - 1)
@@ -266,26 +282,10 @@ class VllmNnrpAdapter:
 def _stalled(record: Any, stall: float | None) -> dict[str, Any]:
     if record is not None:
         record.backend_error_family = "engine_failure"
-    return map_backend_error(
-        "engine_failure", f"the backend produced no output for {stall:g} s (stalled)"
-    )
+    return stalled_event(stall)
 
 
 def _vllm_request_id(ctx: Any, client_request_id: str | None) -> str:
     # Unique per live operation, so an abort can never hit another client's request.
     base = f"nnrp-{ctx.connection_id}-{ctx.session_id}-{ctx.operation_id}-{ctx.frame_id}"
     return f"{base}-{client_request_id}" if client_request_id else base
-
-
-def _with_backend_diagnostics(event: dict[str, Any], exc: Any) -> dict[str, Any]:
-    event.setdefault("nnrp", {}).setdefault("diagnostics", {}).update(
-        {
-            "backend_error": {
-                "family": exc.family,
-                "status": exc.status,
-                "type": exc.error_type,
-                "message": exc.message,
-            }
-        }
-    )
-    return event

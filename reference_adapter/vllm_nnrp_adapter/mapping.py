@@ -13,7 +13,10 @@ observed cancellation      ``response.cancelled``
 
 :class:`ChunkMapper` is pure (no vLLM, no wire) so it is unit-tested with chunks recorded
 from real vLLM runs; :func:`map_backend_error` turns a backend error family into the
-profile's error event. The handler that uses them is :mod:`.adapter`.
+profile's error event (:func:`backend_error_event` with vLLM's own account in the
+diagnostics, :func:`stalled_event` for a backend that stopped producing), for every
+operation. The handler that uses them is :mod:`.adapter`; Level 2's stream mapping is
+:mod:`.responses_mapping`.
 """
 
 from __future__ import annotations
@@ -225,3 +228,30 @@ def _usage_numbers(usage: Mapping[str, Any]) -> dict[str, int]:
 def map_backend_error(family: str, message: str) -> dict[str, Any]:
     code = BACKEND_FAMILY_CODES.get(family, contract.ERR_INTERNAL)
     return profile.error_event(code, message)
+
+
+def backend_error_event(exc: Any) -> dict[str, Any]:
+    """A :class:`.vllm_backend.BackendError` as ``response.error``, with vLLM's own family,
+    status, type and message in the diagnostics."""
+    return with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
+
+
+def with_backend_diagnostics(event: dict[str, Any], exc: Any) -> dict[str, Any]:
+    event.setdefault("nnrp", {}).setdefault("diagnostics", {}).update(
+        {
+            "backend_error": {
+                "family": exc.family,
+                "status": exc.status,
+                "type": exc.error_type,
+                "message": exc.message,
+            }
+        }
+    )
+    return event
+
+
+def stalled_event(stall: float | None) -> dict[str, Any]:
+    """The backend produced nothing for the stall bound: a hung engine ends in an error."""
+    return map_backend_error(
+        "engine_failure", f"the backend produced no output for {stall:g} s (stalled)"
+    )

@@ -6,7 +6,8 @@ JSON Schemas (:mod:`nnrp_conformance.validation`); nothing here restates them. I
 * turning a decoded submit payload into a checked :class:`Envelope`, or a
   :class:`ProfileError` whose ``response.error`` names the offending field;
 * building every profile event the adapter emits, so their shape lives in one place;
-* the capability document derived from the adapter's manifest plus the models served.
+* the capability document derived from the adapter's manifest plus the models served, less
+  the operations the backend cannot keep (and every level that then loses its operation).
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ from nnrp_conformance.contract import (
     EV_CANCELLED,
     EV_COMPLETED,
     EV_ERROR,
+    EV_OUTPUT_ITEM_ADDED,
+    EV_OUTPUT_ITEM_DONE,
     EV_OUTPUT_TEXT_DELTA,
+    EV_REASONING_TEXT_DELTA,
     EV_TOOL_CALL_COMPLETED,
     EV_TOOL_CALL_DELTA,
     EV_TOOL_CALL_ERROR,
     EV_TOOL_CALL_STARTED,
     EV_USAGE,
     OP_CAPABILITIES_GET,
+    OPERATION_LEVELS,
     PROFILE,
     SCHEMA_VERSION,
 )
@@ -48,8 +53,12 @@ __all__ = [
     "capability_document",
     "completed_event",
     "error_event",
+    "item_text_delta_event",
     "load_manifest_document",
+    "output_item_added_event",
+    "output_item_done_event",
     "parse_envelope",
+    "reasoning_text_delta_event",
     "text_delta_event",
     "tool_call_completed_event",
     "tool_call_delta_event",
@@ -98,6 +107,23 @@ def cancelled_event(reason: str) -> dict[str, Any]:
 
 def text_delta_event(delta: str, index: int = 0) -> dict[str, Any]:
     return {"type": EV_OUTPUT_TEXT_DELTA, "index": index, "delta": delta}
+
+
+def item_text_delta_event(index: int, item_id: str, delta: str) -> dict[str, Any]:
+    """Level 2's text delta: it names its output item (the chat path's builder stays as is)."""
+    return {"type": EV_OUTPUT_TEXT_DELTA, "index": index, "item_id": item_id, "delta": delta}
+
+
+def reasoning_text_delta_event(index: int, item_id: str, delta: str) -> dict[str, Any]:
+    return {"type": EV_REASONING_TEXT_DELTA, "index": index, "item_id": item_id, "delta": delta}
+
+
+def output_item_added_event(output_index: int, item: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": EV_OUTPUT_ITEM_ADDED, "output_index": output_index, "item": dict(item)}
+
+
+def output_item_done_event(output_index: int, item: Mapping[str, Any]) -> dict[str, Any]:
+    return {"type": EV_OUTPUT_ITEM_DONE, "output_index": output_index, "item": dict(item)}
 
 
 def usage_event(input_tokens: int, output_tokens: int, total_tokens: int | None = None) -> dict:
@@ -255,15 +281,37 @@ def load_manifest_document(path: str | Path) -> dict[str, Any]:
 
 
 def capability_document(
-    manifest: Mapping[str, Any], models: Iterable[str], *, owned_by: str = "vllm"
+    manifest: Mapping[str, Any],
+    models: Iterable[str],
+    *,
+    owned_by: str = "vllm",
+    withheld: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """The capability document: the manifest's claims plus the models actually served."""
+    """The capability document: the manifest's claims plus the models actually served.
+
+    ``withheld`` are operations the backend cannot keep (e.g. a vLLM line whose Responses
+    stream breaks with tools): they are not listed, and since a higher level includes the
+    lower ones (spec §1), a claimed level stays only while every level up to it keeps an
+    operation; the operations of a level that goes go with it.
+    """
+    withheld = set(withheld)
+    kept_ops = [op for op in manifest["operations"] if op["name"] not in withheld]
+    served_levels = {OPERATION_LEVELS.get(op["name"]) for op in kept_ops}
+    levels = [
+        level
+        for level in manifest["compatibility_levels"]
+        if all(k in served_levels for k in range(1, level + 1))
+    ]
+    # the lowest claimed level lost: it and every level above it go, with their operations
+    lost = min(set(manifest["compatibility_levels"]) - set(levels), default=None)
     doc: dict[str, Any] = {
         "profile": manifest["profile"],
         "schema_version": manifest["schema_version"],
         "adapter": manifest["adapter"],
-        "compatibility_levels": list(manifest["compatibility_levels"]),
-        "operations": copy.deepcopy(list(manifest["operations"])),
+        "compatibility_levels": levels,
+        "operations": copy.deepcopy(
+            [op for op in kept_ops if lost is None or OPERATION_LEVELS.get(op["name"], 0) < lost]
+        ),
         "models": [{"id": m, "owned_by": owned_by} for m in models],
     }
     if manifest.get("extensions"):

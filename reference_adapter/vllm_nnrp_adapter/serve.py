@@ -6,7 +6,8 @@ adapter, the optional metrics server and the NNRP server around a bound backend,
 start-up information. Which start-up path is active (``explicit`` here, ``vllm-plugin``
 from :mod:`.vllm_plugin`), the vLLM version, the listen address and the security limits in
 force are logged once at start and written to the ready file, so an operator (or a test)
-can see them; the capability document's diagnostics carry the path too.
+can see them; the capability document's diagnostics carry the path too. So are the operations
+the manifest lists that this vLLM line cannot keep (``withheld_operations``, with the reason).
 
 On SIGINT/SIGTERM the explicit path closes the NNRP server first (its in-flight operations end
 with ``TRANSPORT_CLOSED`` and their vLLM requests are aborted), waits (bounded) for vLLM to hold
@@ -93,6 +94,11 @@ async def nnrp_serving(
                 ),
                 "metrics_port": config.metrics_port,
             }
+            if adapter.withheld:
+                # listed by the manifest, not offered on this vLLM line (adapter.OPERATION_FEATURES)
+                info["withheld_operations"] = dict(adapter.withheld)
+                for operation, why in adapter.withheld.items():
+                    log.warning("vllm-nnrp: %s is not offered: %s", operation, why)
             if config.api_server_count > 1:
                 info["api_server"] = {"rank": config.api_server_rank,
                                       "count": config.api_server_count}

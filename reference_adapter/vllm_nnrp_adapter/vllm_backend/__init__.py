@@ -1,8 +1,9 @@
 """The binding to vLLM's own OpenAI serving layer (in process, no HTTP server).
 
 This package owns: locating vLLM's objects for the installed version (``symbols``), which
-vLLM is installed and whether it is supported (``versions``), starting the engine exactly as
-``vllm serve`` would from the same flags and calling the chat serving object (``backend``),
+vLLM is installed and whether it is supported (``versions``), what a supported line's serving
+classes break (``lines``), starting the engine exactly as ``vllm serve`` would from the same
+flags and calling the chat, Responses and models serving objects (``backend``),
 parsing what it streams (``chunks``), and turning vLLM's rejections into
 :class:`BackendError` with the original status, type and message preserved (``errors``).
 It knows nothing of NNRP.
@@ -33,11 +34,21 @@ vLLM objects used (same paths on 0.18.1 and 0.22.1; each is probed, see ``_Symbo
   when no HTTP request is passed; we set ``request_id`` on the request, so
   ``engine_client.abort("chatcmpl-" + request_id)`` aborts it. Unfinished requests come
   from ``engine_client.output_processor.get_num_unfinished_requests()``.
+- ``ResponsesRequest`` from ``vllm.entrypoints.openai.responses.protocol``;
+  ``init_app_state`` puts ``OpenAIServingResponses`` in ``state.openai_serving_responses``
+  and ``OpenAIServingModels`` in ``state.openai_serving_models``.
+  ``create_responses(request, None)`` returns an ``ErrorResponse``, a ``ResponsesResponse``
+  or an async generator of pydantic event objects (dumped ``mode="json", by_alias=True``,
+  as vLLM's HTTP route does). The response id is the request's ``request_id``; the engine
+  request is ``{request_id}_0``, so ``engine_client.abort(request_id + "_0")`` aborts it.
+  vLLM's stream has no error or cancelled event: an aborted request still ends with
+  ``response.completed``, a failed generation surfaces as pydantic's ``ValidationError``.
+  ``show_available_models()`` returns the ``ModelList`` of ``GET /v1/models``.
 
 Two ways in: :meth:`VllmBackend.from_cli_args` starts the engine itself (the explicit
 ``vllm-nnrp serve`` path); :meth:`VllmBackend.from_app_state` binds to the engine client and
 chat serving object that ``vllm serve`` already built into its FastAPI ``app.state``
-(``init_app_state`` sets ``engine_client``, ``args`` and ``openai_serving_chat``; the
+(``init_app_state`` sets ``engine_client``, ``args`` and the serving objects; the
 ``vllm-plugin`` path, :mod:`.vllm_plugin`). Both end in the same binding code.
 
 Must run on an asyncio event loop (vLLM is asyncio-only); anyio on its asyncio backend is

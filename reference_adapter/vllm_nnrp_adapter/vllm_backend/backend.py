@@ -1,6 +1,7 @@
 """The binding itself: :class:`VllmBackend` starts the engine from ``vllm serve`` flags or
-binds to the objects a running ``vllm serve`` built, calls the chat serving object, streams
-its chunks, aborts requests and reports the engine's health (see the package docstring)."""
+binds to the objects a running ``vllm serve`` built, calls the chat, Responses and models
+serving objects, streams their output, aborts requests and reports the engine's health (see
+the package docstring)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from .errors import (
     BackendStartupError,
     _error_from_dict,
     _error_from_response,
+    _responses_stream_failure,
     _validation_error,
 )
+from .lines import FEATURE_MODELS, FEATURE_RESPONSES, limitations
 from .symbols import _Symbols
 from .versions import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
@@ -27,16 +30,22 @@ __all__ = ["VllmBackend"]
 
 # The serving layer prefixes the caller's request id with this to form the engine id.
 _ENGINE_ID_PREFIX = "chatcmpl-"
+# The Responses serving layer uses the request's ``request_id`` as the response id (OpenAI's
+# look: ``resp_…``) and names the engine request ``{request_id}_{n}``, n the turn: function
+# tools end the answer, so there is one turn, 0 (vLLM's ``_generate_with_builtin_tools``).
+_RESPONSE_ID_PREFIX = "resp_"
+_RESPONSE_ENGINE_SUFFIX = "_0"
 
 
 class VllmBackend:
-    """A started vLLM engine plus its OpenAI chat serving object.
+    """A started vLLM engine plus its OpenAI serving objects (chat, Responses, models).
 
     Create with :meth:`from_cli_args` (``async with``; starts the engine) or
     :meth:`from_app_state` (binds to what ``vllm serve`` built). Attributes: ``version``
     (vLLM's), ``served_model_names``, ``max_model_len``, ``startup_path`` (``"explicit"``:
     engine built from the given flags by vLLM's own builders; ``"vllm-plugin"``: bound
-    inside ``vllm serve`` by :mod:`.vllm_plugin`).
+    inside ``vllm serve`` by :mod:`.vllm_plugin`), ``limitations`` (feature -> why this
+    vLLM cannot keep it: :mod:`.lines`, plus a serving object vLLM did not build).
     """
 
     startup_path: str = "explicit"
@@ -50,10 +59,14 @@ class VllmBackend:
         args: Any,
         version: str,
         startup_path: str = "explicit",
+        serving_responses: Any = None,
+        serving_models: Any = None,
     ) -> None:
         self._sym = symbols
         self._engine = engine_client
         self._chat = serving_chat
+        self._responses = serving_responses
+        self._models = serving_models
         self.args = args
         self.version = version
         self.startup_path = startup_path
@@ -63,6 +76,15 @@ class VllmBackend:
         self._inflight: set[str] = set()
         # Aborted before the engine saw them (stream handed out but not yet iterated).
         self._aborted_early: set[str] = set()
+        # request id -> engine id of the Responses requests in flight (chat's is derived)
+        self._response_engine_ids: dict[str, str] = {}
+        self.limitations: dict[str, str] = limitations(version)
+        if serving_responses is None or symbols.responses_request is None:
+            self.limitations[FEATURE_RESPONSES] = (
+                f"vLLM {version} built no Responses serving object for this model"
+            )
+        if serving_models is None:
+            self.limitations[FEATURE_MODELS] = f"vLLM {version} built no models serving object"
 
     # ----------------------------------------------------------------- start-up
     @classmethod
@@ -123,7 +145,9 @@ class VllmBackend:
         startup_path: str,
         tasks: Any = None,
     ) -> VllmBackend:
-        """The one binding both start-up paths end in: ``state.openai_serving_chat``."""
+        """The one binding both start-up paths end in: ``state.openai_serving_chat``, and
+        ``openai_serving_responses`` / ``openai_serving_models`` (``init_app_state`` builds
+        both whenever the model generates, on 0.18.1 and 0.22.1)."""
         chat = getattr(state, "openai_serving_chat", None)
         if chat is None:
             offered = f" (supported tasks: {tasks})" if tasks is not None else ""
@@ -137,6 +161,8 @@ class VllmBackend:
             args=args,
             version=version,
             startup_path=startup_path,
+            serving_responses=getattr(state, "openai_serving_responses", None),
+            serving_models=getattr(state, "openai_serving_models", None),
         )
 
     @classmethod
@@ -203,13 +229,13 @@ class VllmBackend:
 
     # ----------------------------------------------------------------- requests
     def _engine_id(self, request_id: str) -> str:
-        return _ENGINE_ID_PREFIX + request_id
+        return self._response_engine_ids.get(request_id) or _ENGINE_ID_PREFIX + request_id
 
-    def _build_request(self, body: Any, request_id: str) -> Any:
+    def _build_request(self, body: Any, request_id: str, model: Any = None) -> Any:
         if not isinstance(body, dict):
             raise BackendError(
                 "request_validation",
-                f"chat request body must be a JSON object, got {type(body).__name__}",
+                f"request body must be a JSON object, got {type(body).__name__}",
                 status=400,
                 error_type="BadRequestError",
                 original={
@@ -225,7 +251,7 @@ class VllmBackend:
         payload = dict(body)
         payload["request_id"] = request_id
         try:
-            return self._sym.chat_request.model_validate(payload)
+            return (model or self._sym.chat_request).model_validate(payload)
         except ValidationError as exc:
             raise _validation_error(exc) from None
         except Exception as exc:
@@ -339,6 +365,76 @@ class VllmBackend:
             self._aborted_early.discard(request_id)
             if not finished:
                 await self._close_early(gen, request_id)
+
+    async def responses(
+        self, body: dict[str, Any], *, request_id: str
+    ) -> AsyncIterator[dict[str, Any]] | dict[str, Any]:
+        """Run one OpenAI Responses request through vLLM's ``OpenAIServingResponses``.
+
+        The response id (and vLLM's request id) is ``resp_{request_id}``, the engine request
+        ``resp_{request_id}_0``, so :meth:`abort` stops it. ``stream=True`` returns an async
+        iterator of vLLM's Responses events as JSON objects (``response.created`` …
+        ``response.completed``; closing it early aborts the request; a generation that fails
+        raises :class:`BackendError`); ``stream=False`` returns the Response object.
+        Rejections raise :class:`BackendError`.
+        """
+        if self._responses is None or self._sym.responses_request is None:
+            raise BackendError("internal", self.limitations.get(FEATURE_RESPONSES, "no Responses"))
+        if not isinstance(request_id, str) or not request_id:
+            raise BackendError("internal", "request_id must be a non-empty string")
+        if request_id in self._inflight:
+            raise BackendError("internal", f"request id {request_id!r} is already in flight")
+        response_id = _RESPONSE_ID_PREFIX + request_id
+        request = self._build_request(body, response_id, self._sym.responses_request)
+        self._inflight.add(request_id)
+        self._response_engine_ids[request_id] = response_id + _RESPONSE_ENGINE_SUFFIX
+        handed_off = False
+        try:
+            try:
+                result = await self._responses.create_responses(request, None)
+            except BaseException as exc:
+                if not isinstance(exc, Exception):
+                    await self._abort_quietly(request_id)
+                    raise
+                raise self._error_from_exception(exc) from None
+            if isinstance(result, self._sym.error_response):
+                raise _error_from_response(result)
+            if hasattr(result, "__aiter__"):
+                handed_off = True
+                return self._response_stream(result, request_id)
+            return result.model_dump(mode="json", by_alias=True)
+        finally:
+            if not handed_off:
+                self._inflight.discard(request_id)
+                self._response_engine_ids.pop(request_id, None)
+
+    async def _response_stream(self, gen: Any, request_id: str) -> AsyncIterator[dict[str, Any]]:
+        finished = False
+        try:
+            if request_id in self._aborted_early:
+                return
+            async for event in gen:
+                yield event.model_dump(mode="json", by_alias=True)
+            # vLLM's Responses stream simply ends (no [DONE]); whether it delivered its final
+            # response.completed is the mapping's to judge
+            finished = True
+        except Exception as exc:
+            finished = True
+            raise _responses_stream_failure(exc) or self._error_from_exception(exc) from None
+        finally:
+            self._inflight.discard(request_id)
+            self._aborted_early.discard(request_id)
+            if not finished:
+                await self._close_early(gen, request_id)
+            self._response_engine_ids.pop(request_id, None)
+
+    async def list_models(self) -> dict[str, Any]:
+        """vLLM's model list (``OpenAIServingModels.show_available_models``: the served names
+        and the LoRA adapters loaded), as ``GET /v1/models`` answers it."""
+        if self._models is None:
+            raise BackendError("internal", self.limitations.get(FEATURE_MODELS, "no models"))
+        result = await self._models.show_available_models()
+        return result.model_dump(mode="json")
 
     async def _close_early(self, gen: Any, request_id: str) -> None:
         # Shielded: this runs while the consumer is being cancelled or closed.

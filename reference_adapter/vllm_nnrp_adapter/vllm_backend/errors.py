@@ -122,3 +122,32 @@ def _validation_error(exc: Any) -> BackendError:
     }
     family = "context_too_long" if _CONTEXT_RE.search(message) else "request_validation"
     return BackendError(family, message, status=400, error_type="Bad Request", original=original)
+
+
+def _responses_stream_failure(exc: BaseException) -> BackendError | None:
+    """vLLM's Responses stream failing to build one of its own events, or None for another
+    exception.
+
+    What comes out of the stream then is pydantic's ``ValidationError``: vLLM validates an
+    event it made and the event is wrong. Seen on real runs: a ``GenerationError`` payload
+    validated as a stream event (0.18.1 and 0.22.1), and on 0.18.1, with function tools, its
+    ``ResponseCreatedEvent`` (a ``json_schema`` text format without its schema: tool_choice
+    required or named) and its ``ResponseFunctionToolCallItem`` (``arguments`` None:
+    tool_choice auto), tests/fixtures/vllm-responses/0.18.1/. The request was accepted, so it
+    is the backend's failure, never a request problem, whatever a 400-style mapping of a
+    validation error would say.
+    """
+    try:
+        from pydantic import ValidationError
+    except ImportError:  # pragma: no cover - pydantic comes with vLLM
+        return None
+    if not isinstance(exc, ValidationError):
+        return None
+    text = str(exc)
+    return BackendError(
+        "engine_failure",
+        f"vLLM's Responses stream failed building its own event: {text.splitlines()[0]}",
+        status=500,
+        error_type=type(exc).__name__,
+        original={"error": {"message": text[:4000], "type": type(exc).__name__, "code": 500}},
+    )

@@ -40,6 +40,8 @@ class _Symbols:
     create_error_response: Any
     validation_error: type[BaseException] | None
     engine_errors: tuple[type[BaseException], ...] = field(default_factory=tuple)
+    #: ``ResponsesRequest`` (None: this vLLM has no Responses API, so none is served)
+    responses_request: Any = None
 
     @classmethod
     def probe(cls) -> _Symbols:
@@ -94,4 +96,7 @@ class _Symbols:
             create_error_response=optional([("vllm.entrypoints.utils", "create_error_response")]),
             validation_error=optional([("vllm.exceptions", "VLLMValidationError")]),
             engine_errors=engine_errors,
+            responses_request=optional(
+                [("vllm.entrypoints.openai.responses.protocol", "ResponsesRequest")]
+            ),
         )

@@ -1,0 +1,163 @@
+"""The handler's operations beyond chat: ``responses.create`` (Level 2) and ``models.list``
+(Level 3), docs/levels.md.
+
+Each is an async generator of profile events that :class:`.adapter.VllmNnrpAdapter` delegates
+to once the envelope is checked: the body check (:mod:`.bodies`), the backend call, the
+mapping (:mod:`.responses_mapping`) and, for a Responses stream, what the chat path does
+too: the backend abort registered on the operation (a client cancel, the envelope's
+``nnrp.timeout_ms``, the in-band hint and a disconnect all end in it; vLLM's Responses stream
+itself has no cancelled event, an aborted request there still ends "completed"), the stall
+watchdog, and an abort when the stream is left early. The chat path is not routed through
+here, so its per-chunk work stays exactly what it was.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from . import profile
+from .bodies import check_models_body, check_responses_body
+from .mapping import backend_error_event, map_backend_error, stalled_event
+from .profile import Envelope, ProfileError
+from .responses_mapping import ResponsesMapper
+from .stall import StallWatchdog
+from .vllm_backend import BackendError
+
+__all__ = ["serve_models", "serve_responses"]
+
+
+def _failed(record: Any, family: str) -> None:
+    if record is not None:
+        record.backend_error_family = family
+
+
+async def serve_responses(
+    adapter: Any, ctx: Any, envelope: Envelope, record: Any, request_id: str
+) -> AsyncIterator[dict[str, Any]]:
+    """``responses.create``: vLLM's ``OpenAIServingResponses`` through the backend."""
+    try:
+        check_responses_body(envelope.body, allowed_operator_fields=adapter.allowed_operator_fields)
+    except ProfileError as exc:
+        yield exc.event()
+        return
+    backend = adapter.backend
+    body = dict(envelope.body)
+    model = body.get("model") or (backend.served_model_names or [""])[0]
+    body["model"] = model
+    if record is not None:
+        record.model_id = model
+    aborted: dict[str, bool] = {}
+
+    async def abort(_info: Any = None) -> bool:
+        if "accepted" not in aborted:
+            aborted["accepted"] = bool(await backend.abort(request_id))
+        return aborted["accepted"]
+
+    ctx.on_abort(abort)
+    streaming = body.get("stream") is True
+    started = time.perf_counter_ns()
+    stall = adapter.backend_stall_timeout_s
+    try:
+        with anyio.fail_after(stall):
+            result = await backend.responses(body, request_id=request_id)
+    except BackendError as exc:
+        _failed(record, exc.family)
+        yield backend_error_event(exc)
+        return
+    except TimeoutError:
+        await abort()
+        _failed(record, "engine_failure")
+        yield stalled_event(stall)
+        return
+    if not streaming:
+        if record is not None:
+            record.backend_time_ns = time.perf_counter_ns() - started
+            record.usage = ResponsesMapper.usage_of(result)
+        yield profile.completed_event(result)
+        return
+    mapper = ResponsesMapper(attach_events=envelope.wants_openai_chunk)
+    stream = result
+    events = stream.__aiter__()
+    finished_stream = False
+    finished_ns = 0
+    timing = envelope.wants_timing
+    watchdog = StallWatchdog(stall)
+    try:
+        while mapper.error is None:
+            try:
+                data = await watchdog.next(events)
+            except StopAsyncIteration:
+                finished_stream = True
+                finished_ns = time.perf_counter_ns()
+                break
+            taken_ns = time.perf_counter_ns()
+            for event in mapper.map_event(data):
+                if timing:
+                    event["nnrp"] = {"t_backend_ns": taken_ns}
+                yield event
+    except BackendError as exc:
+        _failed(record, exc.family)
+        yield backend_error_event(exc)
+        return
+    except TimeoutError:
+        await abort()
+        _failed(record, "engine_failure")
+        yield stalled_event(stall)
+        return
+    finally:
+        watchdog.close()
+        if not finished_stream and "accepted" not in aborted:
+            # left early (cancel, timeout, disconnect, a failure): abort before closing, so
+            # the answer says whether vLLM still had the request
+            with anyio.CancelScope(shield=True):
+                await abort()
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            with anyio.CancelScope(shield=True):
+                await aclose()
+    if mapper.error is not None:
+        _failed(record, "engine_failure")
+        yield mapper.error
+        return
+    completed = mapper.completed_event()
+    if completed is None:
+        # vLLM's stream always ends with response.completed: without it the answer was cut
+        # short, whatever the iterator said
+        _failed(record, "engine_failure")
+        yield map_backend_error(
+            "engine_failure", "the backend's Responses stream ended before response.completed"
+        )
+        return
+    if record is not None:
+        record.backend_time_ns = time.perf_counter_ns() - started
+        record.usage = mapper.usage
+    if timing:
+        completed["nnrp"] = {"t_backend_ns": finished_ns}
+    yield completed
+
+
+async def serve_models(
+    adapter: Any, envelope: Envelope, record: Any
+) -> AsyncIterator[dict[str, Any]]:
+    """``models.list``: vLLM's ``OpenAIServingModels``, answered as ``GET /v1/models`` is."""
+    try:
+        check_models_body(envelope.body)
+    except ProfileError as exc:
+        yield exc.event()
+        return
+    try:
+        with anyio.fail_after(adapter.backend_stall_timeout_s):
+            body = await adapter.backend.list_models()
+    except BackendError as exc:
+        _failed(record, exc.family)
+        yield backend_error_event(exc)
+        return
+    except TimeoutError:
+        _failed(record, "engine_failure")
+        yield stalled_event(adapter.backend_stall_timeout_s)
+        return
+    yield profile.completed_event(body)
