@@ -36,6 +36,7 @@ from .processes import (
 )
 from .scaleout import path_for_rank
 from .settings import ENV_LISTEN, ENV_PREFIX, default_manifest_path
+from .vllm_backend.lines import limitations
 from .vllm_plugin import MIDDLEWARE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -400,6 +401,23 @@ def suite_command(
     ]
 
 
+#: the adapter's claims on a line whose vLLM breaks a Level 2 feature (vllm_backend.lines): its
+#: capability document there claims exactly this (tests/unit/test_level_claims.py keeps the two
+#: equal), so a suite run against that line judges what the adapter offers on it
+LIMITED_LINE_MANIFEST = REPO_ROOT / "manifests" / "vllm-nnrp-adapter.vllm-0.18.json"
+#: the wheel's copy of it (pyproject.toml's force-include), for an install without a checkout
+_PACKAGED_LIMITED_LINE_MANIFEST = Path(__file__).with_name("manifest.vllm-0.18.json")
+
+
+def manifest_for_vllm(version: str) -> Path:
+    """The manifest a suite run against the adapter on vLLM ``version`` uses."""
+    if not limitations(version):
+        return default_manifest_path()
+    if LIMITED_LINE_MANIFEST.is_file():
+        return LIMITED_LINE_MANIFEST
+    return _PACKAGED_LIMITED_LINE_MANIFEST
+
+
 def run_suite(address: str, manifest: Path, out_dir: Path, extra: Sequence[str] = ()) -> int:
     """The suite as a provider runs it, in its own process (it never imports the adapter)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -426,7 +444,6 @@ def main(argv: list[str]) -> int:
     p.add_argument("--out", type=Path, default=Path("artifacts/conformance"))
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = p.parse_args(argv)
-    manifest = (args.manifest or default_manifest_path()).resolve()
     out_dir = args.out.resolve()
     try:
         python = vllm_python(args.vllm_version)
@@ -441,7 +458,11 @@ def main(argv: list[str]) -> int:
                 f"(vLLM {adapter.info.get('vllm_version')}, up in {adapter.started_in_s:.1f} s)",
                 flush=True,
             )
-            print("==> running the conformance suite", flush=True)
+            # by default the claims the adapter keeps on this vLLM line (manifest_for_vllm)
+            manifest = (
+                args.manifest or manifest_for_vllm(str(adapter.info.get("vllm_version")))
+            ).resolve()
+            print(f"==> running the conformance suite ({manifest.name})", flush=True)
             return run_suite(adapter.address, manifest, out_dir, args.pytest_args)
     except (ConformanceSetupError, subprocess.CalledProcessError) as exc:
         print(f"vllm-nnrp conformance: {exc}", file=sys.stderr)

@@ -1,7 +1,9 @@
 """``vllm-nnrp release``: the whole release run, writing the evidence tree the gate reads.
 
 For the lower bound and the current line: the adapter on real vLLM CPU with the tiny local
-model, the full conformance suite against it (as a provider runs it, in its own process),
+model, the full conformance suite against it (as a provider runs it, in its own process,
+with the claims the adapter keeps on that line: ``conformance.manifest_for_vllm``, recorded
+as the version's ``manifest.json`` when they are fewer than the adapter's),
 the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke) and, on the
 current line, the HTTP/SSE parity benchmark; then the version-independent benchmarks
 (wire, mapper); then ``nnrp-conformance gate`` over all of it. The layout is the gate's
@@ -30,6 +32,7 @@ from .conformance import (
     REPO_ROOT,
     AdapterProcess,
     ConformanceSetupError,
+    manifest_for_vllm,
     run_suite,
     tiny_model,
     vllm_python,
@@ -92,7 +95,11 @@ def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Ste
     if isinstance(started, Exception):
         return
     try:
-        manifest = default_manifest_path()
+        # the claims the adapter keeps on this vLLM line; where they are fewer than the
+        # adapter's, the gate reads them from the version's own manifest.json
+        manifest = manifest_for_vllm(version)
+        if manifest != default_manifest_path():
+            shutil.copyfile(manifest, vdir / MANIFEST_FILE)
         step(
             f"conformance suite against vLLM {version}",
             lambda: run_suite(adapter.address, manifest, vdir, ["-q"]),

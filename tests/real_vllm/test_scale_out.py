@@ -33,13 +33,17 @@ from typing import Any
 import pytest
 
 from vllm_nnrp_adapter.benchmark.http_sse import free_port
-from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, AdapterProcess, engine_environment
+from vllm_nnrp_adapter.conformance import (
+    EMBEDDED_ENGINE_ARGS,
+    AdapterProcess,
+    engine_environment,
+    manifest_for_vllm,
+)
 from vllm_nnrp_adapter.processes import process_tree, shm_files_in_use, stop_process_group
 from vllm_nnrp_adapter.settings import ENV_LISTEN
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]
-MANIFEST = REPO / "manifests" / "vllm-nnrp-adapter.json"
 VLLM_SERVE = [str(Path(__file__).with_name("vllm_serve.py"))]
 
 
@@ -70,13 +74,13 @@ def _start(vllm_env: dict[str, Any], tmp: Path, name: str, extra_args: list[str]
     return proc, port
 
 
-def _judge(targets: list[str], out: Path,
+def _judge(version: str, targets: list[str], out: Path,
            *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
     """``nnrp-conformance run`` with every target (several: a fleet), as a provider runs it
-    (its own process)."""
+    (its own process), with the claims the adapter keeps on that vLLM line."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--manifest", str(MANIFEST),
-           *extra]
+    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--manifest",
+           str(manifest_for_vllm(version)), *extra]
     for target in targets:
         cmd += ["--target", target]
     t0 = time.monotonic()
@@ -140,7 +144,7 @@ def test_the_api_servers_pass_the_suite_as_one_fleet(two_api_servers: dict[str, 
                                                      record_property: Any) -> None:
     targets = [i["address"] for i in two_api_servers["infos"]]
     out = two_api_servers["tmp"] / "fleet"
-    proc, took = _judge(targets, out)
+    proc, took = _judge(vllm_env["version"], targets, out)
     _check_fleet(proc, out, targets, two_api_servers["proc"])
     figures = {"version": vllm_env["version"], "mode": "api-server-count 2",
                "startup_s": round(two_api_servers["startup_s"], 1),
@@ -171,7 +175,7 @@ def test_data_parallel_ranks_pass_the_suite_as_one_fleet(vllm_env: dict[str, Any
         targets = [i["address"] for i in infos]
         assert targets == [f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"]
         out = tmp_path / "fleet"
-        run, took = _judge(targets, out)
+        run, took = _judge(vllm_env["version"], targets, out)
         _check_fleet(run, out, targets, proc)
         figures = {"version": vllm_env["version"], "mode": "data-parallel-size 2",
                    "startup_s": round(startup, 1), "rss_mib": round(proc.rss_bytes() / 2**20),
@@ -233,7 +237,7 @@ def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, 
             baseline = tmp_path / "baseline.json"
             baseline.write_text(json.dumps({"waivers": [HYBRID_0_18_WAIVER]}))
             extra = ["--baseline", str(baseline)]
-        run, took = _judge([front.address], out, *extra)
+        run, took = _judge(vllm_env["version"], [front.address], out, *extra)
         assert run.returncode == 0, run.stdout[-4000:] + front.log_path.read_text(
             errors="replace")[-3000:]
         results = out / "nnrp-conformance" / "case-results.json"

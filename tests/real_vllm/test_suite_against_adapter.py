@@ -15,11 +15,10 @@ import pytest
 
 from nnrp_conformance.validation import validate
 from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
-from vllm_nnrp_adapter.conformance import AdapterProcess, run_suite
+from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm, run_suite
 
 pytestmark = pytest.mark.real_vllm
 REPO = Path(__file__).resolve().parents[2]
-MANIFEST = REPO / "manifests" / "vllm-nnrp-adapter.json"
 
 
 def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0") -> dict:  # type: ignore[no-untyped-def]
@@ -31,7 +30,7 @@ def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0") -> dict:  # type
         assert ad.info["vllm_version"] == vllm_env["version"]
         assert ad.info["startup_path"] == "explicit"
         t0 = time.monotonic()
-        rc = run_suite(ad.address, MANIFEST, out)
+        rc = run_suite(ad.address, manifest_for_vllm(vllm_env["version"]), out)
         suite_s = time.monotonic() - t0
         rss = ad.rss_bytes()
         address = ad.address

@@ -26,12 +26,11 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate
-from vllm_nnrp_adapter.conformance import AdapterProcess, run_suite
+from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm, run_suite
 from vllm_nnrp_adapter.vllm_plugin import MIDDLEWARE
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]
-MANIFEST = REPO / "manifests" / "vllm-nnrp-adapter.json"
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +131,7 @@ async def test_streaming_chat_and_diagnostics_over_nnrp(served) -> None:  # type
 def test_full_suite_passes_inside_vllm_serve(served, vllm_env, tmp_path, record_property) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "conformance"
     t0 = time.monotonic()
-    rc = run_suite(served.address, MANIFEST, out)
+    rc = run_suite(served.address, manifest_for_vllm(vllm_env["version"]), out)
     figures = {
         "version": vllm_env["version"],
         "startup_path": "vllm-plugin",

@@ -1,0 +1,70 @@
+"""Levels 2 and 3 on the vLLM-plugin start-up path, both lines: inside ``vllm serve``, the
+adapter binds the Responses and models serving objects ``init_app_state`` built
+(``app.state.openai_serving_responses`` / ``openai_serving_models``) as the explicit path binds
+its own, and claims per line exactly what the explicit path claims (test_levels_real.py judges
+the operations themselves in depth, on the explicit path).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from probe import connect
+
+from nnrp_conformance import contract
+from nnrp_conformance.validation import validate_event
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def served(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
+    log_path = tmp_path_factory.mktemp(f"levels-plugin-{vllm_env['version']}") / "vllm-serve.log"
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
+                        startup_path="vllm-plugin") as proc:
+        yield proc
+
+
+def envelope(operation: str, body: dict) -> dict:
+    return {"schema_version": contract.SCHEMA_VERSION, "operation": operation, "body": body}
+
+
+async def test_the_plugin_path_serves_levels_2_and_3_as_the_explicit_path(served, vllm_env) -> None:  # type: ignore[no-untyped-def]
+    assert served.info["startup_path"] == "vllm-plugin"
+    expected = json.loads(manifest_for_vllm(vllm_env["version"]).read_text())
+    current = vllm_env["version"] == CURRENT_LINE_TESTED
+    async with await connect(served.address) as client:
+        doc = await client.capabilities()
+        assert doc["compatibility_levels"] == expected["compatibility_levels"]
+        assert doc["operations"] == expected["operations"]
+        assert ("withheld_operations" in served.info) is not current
+        text = envelope(contract.OP_RESPONSES_CREATE,
+                        {"model": "tiny-model", "input": "Say hello.", "stream": True,
+                         "max_output_tokens": 8, "temperature": 0})
+        models = envelope(contract.OP_MODELS_LIST, {})
+        for env in (text, models):
+            op = await client.submit(env, timeout=300)
+            term = await op.result()
+            events = [r.event for r in op.received if r.kind == "partial"]
+            assert all(validate_event(e) == [] for e in [*events, term.event]), events
+            if not current:
+                assert term.event["error"]["code"] == contract.ERR_UNSUPPORTED_OPERATION, term
+                continue
+            assert term.event["type"] == contract.EV_COMPLETED, term
+            body = term.event["body"]
+            if env is models:
+                assert [m["id"] for m in body["data"]] == [m["id"] for m in doc["models"]]
+            else:
+                added = [e for e in events if e["type"] == contract.EV_OUTPUT_ITEM_ADDED]
+                assert [e["item"]["id"] for e in added] == [i["id"] for i in body["output"]]
+                assert [e["type"] for e in events][-1] == contract.EV_USAGE
+                assert body["object"] == "response" and body["usage"]["output_tokens"] == 8

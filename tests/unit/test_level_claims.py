@@ -1,0 +1,200 @@
+"""What the adapter claims per vLLM line (Levels 2 and 3), and the body checks of the two new
+operations (docs/levels.md).
+
+The capability document is the manifest's claims less the operations whose backend features
+the vLLM line breaks, and less every level that then loses its operation; the per-line
+manifest a suite run uses on the lower-bound line claims exactly what the adapter offers there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nnrp_conformance import contract
+from nnrp_conformance.validation import validate, validate_event
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, profile
+from vllm_nnrp_adapter.adapter import OPERATION_FEATURES, VllmNnrpAdapter, withheld_operations
+from vllm_nnrp_adapter.bodies import (
+    OPERATOR_ONLY_FIELDS,
+    check_models_body,
+    check_responses_body,
+)
+from vllm_nnrp_adapter.conformance import LIMITED_LINE_MANIFEST, manifest_for_vllm
+from vllm_nnrp_adapter.profile import ProfileError
+from vllm_nnrp_adapter.settings import default_manifest_path
+from vllm_nnrp_adapter.vllm_backend.lines import (
+    FEATURE_MODELS,
+    FEATURE_RESPONSES_STREAM_TOOLS,
+    limitations,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = json.loads((REPO / "manifests" / "vllm-nnrp-adapter.json").read_text())
+
+
+class LineBackend:
+    """A backend double with a vLLM line's limitations and every method."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.served_model_names = ["tiny-model"]
+        self.limitations = limitations(version)
+
+    async def chat(self, body, *, request_id):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    async def responses(self, body, *, request_id):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    async def list_models(self):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    async def abort(self, request_id: str) -> bool:
+        return False
+
+
+def _claims(doc: dict) -> tuple[list[int], list[dict]]:
+    return doc["compatibility_levels"], doc["operations"]
+
+
+def test_the_manifest_claims_levels_1_2_3_with_the_three_operations():
+    assert validate("manifest", MANIFEST) == []
+    assert MANIFEST["compatibility_levels"] == [1, 2, 3]
+    ops = {op["name"]: op for op in MANIFEST["operations"]}
+    assert ops[contract.OP_RESPONSES_CREATE] == {
+        "name": contract.OP_RESPONSES_CREATE, "streaming": True, "non_streaming": True,
+        "tool_calls": True, "cancellation": True}
+    assert ops[contract.OP_MODELS_LIST] == {
+        "name": contract.OP_MODELS_LIST, "streaming": False, "non_streaming": True,
+        "tool_calls": False}
+
+
+def test_the_current_line_keeps_every_claim():
+    adapter = VllmNnrpAdapter(LineBackend(CURRENT_LINE_TESTED), MANIFEST)
+    assert adapter.withheld == {}
+    assert _claims(adapter.capabilities) == _claims(MANIFEST)
+    assert validate("capability-document", adapter.capabilities) == []
+    assert manifest_for_vllm(CURRENT_LINE_TESTED) == default_manifest_path()
+
+
+def test_the_lower_bound_line_claims_level_1_only_and_its_manifest_says_so():
+    """vLLM 0.18.1 breaks Responses streaming with tools: no Level 2, and so no Level 3
+    (a higher level includes the lower ones); the per-line manifest is exactly that."""
+    backend = LineBackend(LOWER_BOUND_TESTED)
+    assert FEATURE_RESPONSES_STREAM_TOOLS in backend.limitations
+    adapter = VllmNnrpAdapter(backend, MANIFEST)
+    assert set(adapter.withheld) == {contract.OP_RESPONSES_CREATE}
+    assert "0.18.1" in adapter.withheld[contract.OP_RESPONSES_CREATE]
+    doc = adapter.capabilities
+    assert doc["compatibility_levels"] == [1]
+    assert [op["name"] for op in doc["operations"]] == [contract.OP_CHAT_COMPLETIONS_CREATE]
+    assert adapter.operations == (contract.OP_CHAT_COMPLETIONS_CREATE,)
+    lower = json.loads(LIMITED_LINE_MANIFEST.read_text())
+    assert validate("manifest", lower) == []
+    assert manifest_for_vllm(LOWER_BOUND_TESTED) == LIMITED_LINE_MANIFEST
+    assert _claims(doc) == _claims(lower)
+    assert {k: v for k, v in lower.items() if k not in ("compatibility_levels", "operations")} \
+        == {k: v for k, v in MANIFEST.items() if k not in ("compatibility_levels", "operations")}
+
+
+@pytest.mark.parametrize(("version", "limited"), [("0.18.1", True), ("0.21.9", True),
+                                                  ("0.22.0", False), ("0.22.1", False)])
+def test_the_line_boundary(version, limited):
+    assert bool(limitations(version)) is limited
+
+
+def test_models_alone_missing_drops_only_level_3():
+    doc = profile.capability_document(MANIFEST, ["m"], withheld=[contract.OP_MODELS_LIST])
+    assert doc["compatibility_levels"] == [1, 2]
+    assert [op["name"] for op in doc["operations"]] == [
+        contract.OP_CHAT_COMPLETIONS_CREATE, contract.OP_RESPONSES_CREATE]
+    assert validate("capability-document", doc) == []
+
+
+def test_a_chat_only_backend_is_offered_chat_only():
+    class ChatOnly:
+        def __init__(self) -> None:
+            self.served_model_names = ["m"]
+
+        async def chat(self, body, *, request_id):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        async def abort(self, request_id: str) -> bool:
+            return False
+
+    withheld = withheld_operations(ChatOnly())
+    assert set(withheld) == set(OPERATION_FEATURES)
+    doc = VllmNnrpAdapter(ChatOnly(), MANIFEST).capabilities
+    assert _claims(doc) == ([1], [MANIFEST["operations"][0]])
+
+
+def test_without_withholding_the_document_is_the_manifest():
+    old = {**MANIFEST, "compatibility_levels": [1], "operations": MANIFEST["operations"][:1]}
+    assert _claims(profile.capability_document(old, ["m"])) == _claims(old)
+    backend = LineBackend(CURRENT_LINE_TESTED)
+    backend.limitations = {FEATURE_MODELS: "no models object"}
+    assert _claims(VllmNnrpAdapter(backend, old).capabilities) == _claims(old)
+
+
+# --- bodies ----------------------------------------------------------------------------------
+
+
+def _error(call) -> dict:  # type: ignore[no-untyped-def]
+    with pytest.raises(ProfileError) as info:
+        call()
+    event = info.value.event()
+    assert validate_event(event) == []
+    return event
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m"}, "body.input"),
+        ({"model": "m", "input": 42}, "body.input"),
+        ({"model": "m", "input": {"role": "user"}}, "body.input"),
+        ({"model": 3, "input": "hi"}, "body.model"),
+        ({"input": "hi", "stream": "yes"}, "body.stream"),
+        ({"input": "hi", "store": True}, "body.store"),
+        ({"input": "hi", "background": True}, "body.background"),
+        ({"input": "hi", "previous_response_id": "resp_1"}, "body.previous_response_id"),
+        *[({"input": "hi", name: {}}, f"body.{name}") for name in sorted(OPERATOR_ONLY_FIELDS)],
+    ],
+)
+def test_bad_responses_bodies_are_invalid_request_naming_the_field(body, param):
+    event = _error(lambda: check_responses_body(body))
+    assert event["error"]["code"] == contract.ERR_INVALID_REQUEST
+    assert event["nnrp"]["diagnostics"]["param"] == param
+
+
+@pytest.mark.parametrize("body", [
+    {"input": "hi"},
+    {"input": [{"role": "user", "content": "hi"}], "stream": True},
+    {"input": "hi", "store": False, "background": False, "previous_response_id": None},
+])
+def test_good_responses_bodies_pass(body):
+    check_responses_body(body)
+
+
+def test_operator_fields_pass_when_the_operator_allows_them():
+    check_responses_body({"input": "hi", "kv_transfer_params": {}},
+                         allowed_operator_fields=["kv_transfer_params"])
+
+
+def test_models_list_takes_any_object_and_nothing_else():
+    check_models_body({})
+    check_models_body({"ignored": 1})
+    assert _error(lambda: check_models_body([]))["error"]["code"] == contract.ERR_INVALID_REQUEST
+
+
+@pytest.mark.parametrize("event", [
+    profile.item_text_delta_event(0, "msg_1", "hi"),
+    profile.reasoning_text_delta_event(0, "rs_1", "hmm"),
+    profile.output_item_added_event(0, {"id": "msg_1", "type": "message", "content": []}),
+    profile.output_item_done_event(1, {"id": "fc_1", "type": "function_call", "call_id": "c"}),
+], ids=lambda e: e["type"])
+def test_level2_builders_emit_schema_valid_events(event):
+    assert validate_event(event) == []
