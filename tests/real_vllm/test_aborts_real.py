@@ -280,7 +280,17 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     (``probe.connect``) and an operation's own bound is five minutes, longer than any stall
     seen. The properties judged are the adapter's."""
     rng = random.Random(16)
-    deadline = time.monotonic() + STORM_SECONDS
+    started = time.monotonic()
+    STALLS.start()
+
+    def storm_running() -> bool:
+        # STORM_SECONDS of machine time: a stall inside the storm lengthens it (one stall ate
+        # a whole 60-s storm on vLLM 0.22.1 in CI: 15 of 16 lanes got their session only
+        # after the deadline, and the storm counted one operation)
+        now = time.monotonic()
+        return now - started - STALLS.stalled_between(started, now) < STORM_SECONDS
+
+    connect_s: list[float] = []
     tally = {"ops": 0, "cancelled": 0, "disconnected": 0, "after_terminal": 0, "other": 0,
              "crossed": 0, "client_stalled": 0}
     anomalies: list[str] = []
@@ -291,9 +301,11 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     crossing = ("wire.partial_after_cancel", "wire.result_after_cancel")
 
     async def lane(n: int) -> None:
-        while time.monotonic() < deadline:
+        while storm_running():
             try:
+                t0 = time.monotonic()
                 client = await connect(adapter.address)
+                connect_s.append(time.monotonic() - t0)
             except NnrpClientError as exc:
                 # the adapter's own account of why (an accept thread that died once showed
                 # up only as this), and the machine's stalls over the same minute
@@ -301,7 +313,7 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
                                      f"log tail:\n{log_tail(adapter)}") from exc
             try:
                 for _ in range(rng.randint(1, 4)):
-                    if time.monotonic() >= deadline:
+                    if not storm_running():
                         break
                     op = await client.submit(chat(rng.choice([200, MAX_TOKENS])), timeout=300)
                     tally["ops"] += 1
@@ -353,7 +365,10 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
           f" (machine stalls excluded; {STALLS.summary()})")
     print("\n".join(anomalies + [f"suite client stalled: {s}" for s in stalls]))
     assert tally["after_terminal"] == 0 and tally["other"] == 0, anomalies
-    assert tally["ops"] >= 16 and tally["cancelled"] > 0 and tally["disconnected"] > 0, tally
+    assert tally["ops"] >= 16 and tally["cancelled"] > 0 and tally["disconnected"] > 0, (
+        f"{tally}; storm ran {time.monotonic() - started:.1f} s; connects took "
+        f"{sorted(round(c, 1) for c in connect_s)} s; machine: {STALLS.summary()}; adapter log "
+        f"tail:\n{log_tail(adapter)}")
     assert leftover <= ABORT_BOUND_S, f"orphan engine requests {leftover} s after the storm"
 
 
