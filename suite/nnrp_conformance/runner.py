@@ -63,6 +63,12 @@ DEFAULT_MAX_EVENTS = 20_000
 CLIENT_FLOOD_RULE = "client.max_events"
 #: extra wall time over the client's own timeout before the runner gives up on an operation
 _GRACE_S = 5.0
+#: A cancel case whose endpoint's terminal reached the client before the client could send its
+#: cancel (the client read the frames already here first: ``client/pump.py``) proves nothing
+#: about cancellation either way: the race was lost on the client's side. It runs again, at
+#: most this many attempts in all; the last attempt is judged and the lost ones are reported.
+#: An endpoint that ignores cancels still fails every attempt: its frames come after the cancel.
+CANCEL_RACE_ATTEMPTS = 3
 
 
 def _now() -> str:
@@ -206,9 +212,33 @@ async def run_case(client: Any, case: PlannedCase, *,
                    strict: bool = False,
                    capability_file: str | None = None,
                    trace: bool = False) -> CaseResult:
-    """Run ``case`` once over ``client`` and judge it (it runs even if not selected; callers
+    """Run ``case`` over ``client`` and judge it (it runs even if not selected; callers
     decide about skipping); with ``trace``, the result carries the case's frame trace. Never
-    raises for endpoint misbehaviour."""
+    raises for endpoint misbehaviour. A cancel case whose race was lost on the client's side
+    runs again (``CANCEL_RACE_ATTEMPTS``); ``diagnostics.cancel_races_lost`` lists those."""
+    lost: list[dict[str, Any]] = []
+    while True:
+        result, op = await _run_once(
+            client, case, timeout=timeout, manifest=manifest,
+            capability_document=capability_document, max_events=max_events,
+            idle_timeout=idle_timeout, strict=strict, capability_file=capability_file,
+            trace=trace, races_lost=len(lost))
+        if not getattr(op, "ended_before_cancel", False) or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
+            break
+        lost.append({"attempt": len(lost) + 1, "events": result.diagnostics["event_count"],
+                     "terminal": result.terminal,
+                     "timings_ms": result.diagnostics["timings_ms"]})
+    if lost:
+        result.diagnostics["cancel_races_lost"] = lost
+    return result
+
+
+async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
+                    manifest: Manifest | None, capability_document: dict[str, Any] | None,
+                    max_events: int, idle_timeout: float | None, strict: bool,
+                    capability_file: str | None, trace: bool,
+                    races_lost: int) -> tuple[CaseResult, Any]:
+    """One attempt of :func:`run_case`: the result and the client's operation (or None)."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
                  else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
     started_at = _now()
@@ -273,6 +303,9 @@ async def run_case(client: Any, case: PlannedCase, *,
     if decode_errors:
         extra["decode_errors"] = decode_errors
     _finish_observation(obs, op, cancel_ns)
+    if getattr(op, "ended_before_cancel", False):
+        # this attempt's race was lost too: the verdict says how many in all
+        extra["cancel_races_lost"] = races_lost + 1
     if terminal_ns is None and obs.terminal_kind is not None:
         terminal_ns = time.perf_counter_ns()
     verdict = judge(case, obs, manifest=manifest, capability_document=capability_document,
@@ -315,7 +348,7 @@ async def run_case(client: Any, case: PlannedCase, *,
         events=events, duration_s=duration, started_at=started_at, level=case.level,
         status=case.status, selection=case.selection, reason=case.reason,
         diagnostics=diagnostics, trace=frame_trace(op) if trace and op is not None else None,
-    )
+    ), op
 
 
 def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> None:
@@ -378,6 +411,8 @@ def _cancel_evidence(op: Any, term: Any, cancel_ns: int) -> dict[str, Any]:
         # frames nnrp-py refused to hand over after the cancel (3/4/105 on poll): counted,
         # never read, and not attributable to an operation when several were cancelled
         "stale_frames_after_cancel": getattr(op, "stale_after_cancel", 0),
+        # the terminal was here before the cancel could go out, so it was not sent
+        "ended_before_cancel": bool(getattr(op, "ended_before_cancel", False)),
         "endpoint_events_sent": (cancellation or {}).get("events_sent")
         if isinstance(cancellation, dict) else None,
     }

@@ -39,8 +39,12 @@ def check_terminal(ctx: Context) -> None:
         return
     expected = ctx.case.expected_terminal
     if obs.terminal_kind != expected:
+        lost = obs.extra.get("cancel_races_lost")
+        why = (f"; the endpoint's terminal reached the client before its cancel could be sent "
+               f"in each of {lost} attempts (the answer ended before the cancel point)"
+               if lost else "")
         ctx.fail("terminal.kind", f"terminal is {obs.terminal_kind!r}, the recipe expects "
-                 f"{expected!r}" + (f" — {at(seq, len(obs.events))}" if term else ""),
+                 f"{expected!r}" + (f" — {at(seq, len(obs.events))}" if term else "") + why,
                  index=obs.terminal_index, expected=expected, seen=obs.terminal_kind,
                  spec=f"{SPEC} §3 terminal")
     if term is not None and type_of(term) in contract.TERMINAL_EVENT_TYPES:

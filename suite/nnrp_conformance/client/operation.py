@@ -108,6 +108,8 @@ class Operation:
         self.cancel_sent_at_ns: int | None = None
         self.local_cancelled_at_ns: int | None = None
         self.stale_after_cancel = 0
+        # the endpoint's terminal reached us before our cancel could be sent (pump.py)
+        self.ended_before_cancel = False
         self._native: Any = None
         self._chan = ThreadChannel(client._loop)
         self._iterated = False
