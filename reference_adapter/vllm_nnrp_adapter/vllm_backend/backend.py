@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, cast
 
 import anyio
 
@@ -35,6 +35,16 @@ _ENGINE_ID_PREFIX = "chatcmpl-"
 # tools end the answer, so there is one turn, 0 (vLLM's ``_generate_with_builtin_tools``).
 _RESPONSE_ID_PREFIX = "resp_"
 _RESPONSE_ENGINE_SUFFIX = "_0"
+
+
+def _dump(result: Any) -> dict[str, Any]:
+    """A chat completion body as JSON."""
+    return cast(dict[str, Any], result.model_dump(mode="json"))
+
+
+def _dump_by_alias(result: Any) -> dict[str, Any]:
+    """A Response object as JSON, with its aliased fields under their OpenAI names."""
+    return cast(dict[str, Any], result.model_dump(mode="json", by_alias=True))
 
 
 class VllmBackend:
@@ -307,16 +317,38 @@ class VllmBackend:
         request; an error event mid-stream raises :class:`BackendError`). ``stream=False``
         returns the completion body. Rejections raise :class:`BackendError`.
         """
+        self._claim(request_id)
+        request = self._build_request(body, request_id)
+        self._inflight.add(request_id)
+        return await self._call(lambda: self._chat.create_chat_completion(request, None),
+                                request_id, self._stream, _dump)
+
+    def _claim(self, request_id: str) -> None:
+        """Refuse an empty request id, or one already in flight (every operation's check)."""
         if not isinstance(request_id, str) or not request_id:
             raise BackendError("internal", "request_id must be a non-empty string")
         if request_id in self._inflight:
             raise BackendError("internal", f"request id {request_id!r} is already in flight")
-        request = self._build_request(body, request_id)
-        self._inflight.add(request_id)
+
+    async def _call(
+        self,
+        create: Callable[[], Awaitable[Any]],
+        request_id: str,
+        stream: Callable[[Any, str], Any],
+        dump: Callable[[Any], dict[str, Any]],
+        forget: Callable[[], object] | None = None,
+    ) -> Any:
+        """One serving-class call for ``request_id`` (already in ``_inflight``).
+
+        vLLM's error answer or exception becomes a :class:`BackendError`; a caller cancelled
+        while vLLM starts the request aborts it; a stream is handed to ``stream``, which then
+        owns the in-flight entry; a body is returned as ``dump`` makes it. Otherwise the
+        in-flight entry (and ``forget``'s) is dropped here.
+        """
         handed_off = False
         try:
             try:
-                result = await self._chat.create_chat_completion(request, None)
+                result = await create()
             except BaseException as exc:
                 if not isinstance(exc, Exception):
                     await self._abort_quietly(request_id)
@@ -326,11 +358,13 @@ class VllmBackend:
                 raise _error_from_response(result)
             if hasattr(result, "__aiter__"):
                 handed_off = True
-                return self._stream(result, request_id)
-            return result.model_dump(mode="json")
+                return stream(result, request_id)
+            return dump(result)
         finally:
             if not handed_off:
                 self._inflight.discard(request_id)
+                if forget is not None:
+                    forget()
 
     async def _stream(self, gen: Any, request_id: str) -> AsyncIterator[StreamChunk]:
         finished = False
@@ -380,33 +414,14 @@ class VllmBackend:
         """
         if self._responses is None or self._sym.responses_request is None:
             raise BackendError("internal", self.limitations.get(FEATURE_RESPONSES, "no Responses"))
-        if not isinstance(request_id, str) or not request_id:
-            raise BackendError("internal", "request_id must be a non-empty string")
-        if request_id in self._inflight:
-            raise BackendError("internal", f"request id {request_id!r} is already in flight")
+        self._claim(request_id)
         response_id = _RESPONSE_ID_PREFIX + request_id
         request = self._build_request(body, response_id, self._sym.responses_request)
         self._inflight.add(request_id)
         self._response_engine_ids[request_id] = response_id + _RESPONSE_ENGINE_SUFFIX
-        handed_off = False
-        try:
-            try:
-                result = await self._responses.create_responses(request, None)
-            except BaseException as exc:
-                if not isinstance(exc, Exception):
-                    await self._abort_quietly(request_id)
-                    raise
-                raise self._error_from_exception(exc) from None
-            if isinstance(result, self._sym.error_response):
-                raise _error_from_response(result)
-            if hasattr(result, "__aiter__"):
-                handed_off = True
-                return self._response_stream(result, request_id)
-            return result.model_dump(mode="json", by_alias=True)
-        finally:
-            if not handed_off:
-                self._inflight.discard(request_id)
-                self._response_engine_ids.pop(request_id, None)
+        return await self._call(lambda: self._responses.create_responses(request, None),
+                                request_id, self._response_stream, _dump_by_alias,
+                                forget=lambda: self._response_engine_ids.pop(request_id, None))
 
     async def _response_stream(self, gen: Any, request_id: str) -> AsyncIterator[dict[str, Any]]:
         finished = False
