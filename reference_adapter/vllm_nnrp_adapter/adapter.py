@@ -19,13 +19,12 @@ import anyio
 from nnrp_conformance import contract
 
 from . import handlers, profile
+from .backend_call import BackendCall
 from .bodies import OPERATOR_ONLY_FIELDS, check_chat_body
 from .mapping import (
     ChunkMapper,
     _usage_numbers,
     map_backend_error,
-    stalled_event,
-    with_backend_diagnostics,
 )
 from .profile import ProfileError
 from .stall import StallWatchdog
@@ -162,14 +161,7 @@ class VllmNnrpAdapter:
         if record is not None:
             record.model_id = model
         request_id = _vllm_request_id(ctx, envelope.request_id)
-        aborted: dict[str, bool] = {}
-
-        async def abort(_info: Any = None) -> bool:
-            if "accepted" not in aborted:
-                aborted["accepted"] = bool(await self.backend.abort(request_id))
-            return aborted["accepted"]
-
-        ctx.on_abort(abort)
+        call = BackendCall(self.backend, ctx, request_id, record, self.backend_stall_timeout_s)
         streaming = bool(body.get("stream", False))
         if streaming:
             # Usage is always requested so that every streamed answer carries it.
@@ -177,18 +169,11 @@ class VllmNnrpAdapter:
             options["include_usage"] = True
             body["stream_options"] = options
         started = time.perf_counter_ns()
-        stall = self.backend_stall_timeout_s
         try:
-            with anyio.fail_after(stall):
+            with anyio.fail_after(call.stall_s):
                 result = await self.backend.chat(body, request_id=request_id)
-        except BackendError as exc:
-            if record is not None:
-                record.backend_error_family = exc.family
-            yield with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
-            return
-        except TimeoutError:
-            await abort()
-            yield _stalled(record, stall)
+        except (BackendError, TimeoutError) as exc:
+            yield await call.failure_event(exc)
             return
         if not streaming:
             if record is not None:
@@ -204,7 +189,7 @@ class VllmNnrpAdapter:
         finished_stream = False
         timing = envelope.wants_timing
         # one watchdog timer for the whole stream, not a cancel scope per chunk (stall.py)
-        watchdog = StallWatchdog(stall)
+        watchdog = StallWatchdog(call.stall_s)
         try:
             while True:
                 try:
@@ -220,32 +205,16 @@ class VllmNnrpAdapter:
                         # backend-chunk → client-receive latency; NNRP side, never the body
                         event["nnrp"] = {"t_backend_ns": taken_ns}
                     yield event
-        except BackendError as exc:
-            if record is not None:
-                record.backend_error_family = exc.family
-            yield with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
-            return
-        except TimeoutError:
-            await abort()
-            yield _stalled(record, stall)
+        except (BackendError, TimeoutError) as exc:
+            yield await call.failure_event(exc)
             return
         finally:
             watchdog.close()
-            if not finished_stream and "accepted" not in aborted:
-                # Stopped early (cancel, timeout, disconnect): abort explicitly before closing
-                # the stream, so the answer says whether vLLM still had the request (closing
-                # alone also aborts it, but silently).
-                with anyio.CancelScope(shield=True):
-                    await abort()
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                with anyio.CancelScope(shield=True):
-                    await aclose()
+            await call.close(stream, finished=finished_stream)
         if not mapper.finished:
             # A stream that stops before any choice finished is a cut-short answer, not a
             # success, whatever the backend's iterator said.
-            if record is not None:
-                record.backend_error_family = "engine_failure"
+            call.failed("engine_failure")
             yield map_backend_error(
                 "engine_failure", "the backend stream ended before the answer finished"
             )
@@ -277,12 +246,6 @@ class VllmNnrpAdapter:
         if count is not None:
             diag["engine"] = {"unfinished_requests": await count()}
         return diag
-
-
-def _stalled(record: Any, stall: float | None) -> dict[str, Any]:
-    if record is not None:
-        record.backend_error_family = "engine_failure"
-    return stalled_event(stall)
 
 
 def _vllm_request_id(ctx: Any, client_request_id: str | None) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from . import profile
+from .backend_call import BackendCall, record_failure
 from .bodies import check_models_body, check_responses_body
 from .mapping import backend_error_event, map_backend_error, stalled_event
 from .profile import Envelope, ProfileError
@@ -28,11 +29,6 @@ from .stall import StallWatchdog
 from .vllm_backend import BackendError
 
 __all__ = ["serve_models", "serve_responses"]
-
-
-def _failed(record: Any, family: str) -> None:
-    if record is not None:
-        record.backend_error_family = family
 
 
 async def serve_responses(
@@ -50,28 +46,14 @@ async def serve_responses(
     body["model"] = model
     if record is not None:
         record.model_id = model
-    aborted: dict[str, bool] = {}
-
-    async def abort(_info: Any = None) -> bool:
-        if "accepted" not in aborted:
-            aborted["accepted"] = bool(await backend.abort(request_id))
-        return aborted["accepted"]
-
-    ctx.on_abort(abort)
+    call = BackendCall(backend, ctx, request_id, record, adapter.backend_stall_timeout_s)
     streaming = body.get("stream") is True
     started = time.perf_counter_ns()
-    stall = adapter.backend_stall_timeout_s
     try:
-        with anyio.fail_after(stall):
+        with anyio.fail_after(call.stall_s):
             result = await backend.responses(body, request_id=request_id)
-    except BackendError as exc:
-        _failed(record, exc.family)
-        yield backend_error_event(exc)
-        return
-    except TimeoutError:
-        await abort()
-        _failed(record, "engine_failure")
-        yield stalled_event(stall)
+    except (BackendError, TimeoutError) as exc:
+        yield await call.failure_event(exc)
         return
     if not streaming:
         if record is not None:
@@ -85,7 +67,7 @@ async def serve_responses(
     finished_stream = False
     finished_ns = 0
     timing = envelope.wants_timing
-    watchdog = StallWatchdog(stall)
+    watchdog = StallWatchdog(call.stall_s)
     try:
         while mapper.error is None:
             try:
@@ -99,35 +81,21 @@ async def serve_responses(
                 if timing:
                     event["nnrp"] = {"t_backend_ns": taken_ns}
                 yield event
-    except BackendError as exc:
-        _failed(record, exc.family)
-        yield backend_error_event(exc)
-        return
-    except TimeoutError:
-        await abort()
-        _failed(record, "engine_failure")
-        yield stalled_event(stall)
+    except (BackendError, TimeoutError) as exc:
+        yield await call.failure_event(exc)
         return
     finally:
         watchdog.close()
-        if not finished_stream and "accepted" not in aborted:
-            # left early (cancel, timeout, disconnect, a failure): abort before closing, so
-            # the answer says whether vLLM still had the request
-            with anyio.CancelScope(shield=True):
-                await abort()
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            with anyio.CancelScope(shield=True):
-                await aclose()
+        await call.close(stream, finished=finished_stream)
     if mapper.error is not None:
-        _failed(record, "engine_failure")
+        call.failed("engine_failure")
         yield mapper.error
         return
     completed = mapper.completed_event()
     if completed is None:
         # vLLM's stream always ends with response.completed: without it the answer was cut
         # short, whatever the iterator said
-        _failed(record, "engine_failure")
+        call.failed("engine_failure")
         yield map_backend_error(
             "engine_failure", "the backend's Responses stream ended before response.completed"
         )
@@ -153,11 +121,11 @@ async def serve_models(
         with anyio.fail_after(adapter.backend_stall_timeout_s):
             body = await adapter.backend.list_models()
     except BackendError as exc:
-        _failed(record, exc.family)
+        record_failure(record, exc.family)
         yield backend_error_event(exc)
         return
     except TimeoutError:
-        _failed(record, "engine_failure")
+        record_failure(record, "engine_failure")
         yield stalled_event(adapter.backend_stall_timeout_s)
         return
     yield profile.completed_event(body)
