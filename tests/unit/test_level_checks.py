@@ -134,6 +134,23 @@ def test_a_missing_usage_event_is_a_recommendation() -> None:
     assert [f.level for f in v.findings if f.rule == "responses.usage-event"] == ["non-strict"]
 
 
+def test_usage_arithmetic_is_judged_in_the_event_and_in_the_response_body() -> None:
+    """usage.arithmetic reads every usage the endpoint sent: the streamed event (named by its
+    index) and the Response body (named as the body), each on its own."""
+    events = text_stream()
+    events[-1]["usage"]["total_tokens"] += 1
+    v = verdict("level2.responses.usage", events, _response(_message(text="hi")))
+    found = [f.message for f in v.findings if f.rule == "usage.arithmetic"]
+    assert len(found) == 1 and found[0].startswith("response.usage total_tokens 6 is not "
+                                                   "input_tokens + output_tokens (5) — event #4")
+    body = _response(_message(text="hi"))
+    body["body"]["usage"]["total_tokens"] = 9
+    v = verdict("level2.responses.usage", text_stream(), body)
+    found = [f.message for f in v.findings if f.rule == "usage.arithmetic"]
+    assert found == ["the Response body's usage.total_tokens 9 is not input_tokens + "
+                     "output_tokens (5)"], found
+
+
 def test_tool_call_events_must_be_their_items() -> None:
     a = _call()
     events = call_events(0, a)

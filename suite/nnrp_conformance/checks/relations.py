@@ -47,38 +47,34 @@ def _final_body(ctx: Context) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and body.get("object") == "chat.completion" else None
 
 
+_EVENT_USAGE_NAMES = ("input_tokens", "output_tokens", "total_tokens")
+_CHAT_USAGE_NAMES = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
 def check_usage_arithmetic(ctx: Context) -> None:
+    """total = input + output in every usage the endpoint sent: each ``response.usage`` event,
+    a Response body's usage (the event's names) and a completion body's (OpenAI's names)."""
     spec = f"{SPEC} §4 response.usage; OpenAI usage: total_tokens = prompt + completion"
-    for i, ev in enumerate(ctx.seq):
-        usage = ev.get("usage") if type_of(ev) == contract.EV_USAGE else None
-        if isinstance(usage, dict) and all(_int(usage.get(k)) for k in
-                                           ("input_tokens", "output_tokens", "total_tokens")):
-            want = usage["input_tokens"] + usage["output_tokens"]
-            if usage["total_tokens"] != want:
-                ctx.fail("usage.arithmetic", f"response.usage total_tokens "
-                         f"{usage['total_tokens']} is not input_tokens + output_tokens ({want})"
-                         f" — event #{i}: {show(ev)}", index=i, expected=want,
-                         seen=usage["total_tokens"], spec=spec)
+    # (usage, its three names, event index, what it is, where it was seen)
+    seen: list[tuple[Any, tuple[str, str, str], int | None, str, str]] = [
+        (ev.get("usage"), _EVENT_USAGE_NAMES, i, "response.usage total_tokens",
+         f" — event #{i}: {show(ev)}")
+        for i, ev in enumerate(ctx.seq) if type_of(ev) == contract.EV_USAGE]
     response = response_body(ctx)
-    usage = response.get("usage") if response else None
-    if isinstance(usage, dict) and all(_int(usage.get(k)) for k in
-                                       ("input_tokens", "output_tokens", "total_tokens")):
-        want = usage["input_tokens"] + usage["output_tokens"]
-        if usage["total_tokens"] != want:
-            ctx.fail("usage.arithmetic", f"the Response body's usage.total_tokens "
-                     f"{usage['total_tokens']} is not input_tokens + output_tokens ({want})",
-                     index=ctx.obs.terminal_index, expected=want, seen=usage["total_tokens"],
-                     spec=spec)
+    if response:
+        seen.append((response.get("usage"), _EVENT_USAGE_NAMES, ctx.obs.terminal_index,
+                     "the Response body's usage.total_tokens", ""))
     body = _final_body(ctx)
-    usage = body.get("usage") if body else None
-    if isinstance(usage, dict) and all(_int(usage.get(k)) for k in
-                                       ("prompt_tokens", "completion_tokens", "total_tokens")):
-        want = usage["prompt_tokens"] + usage["completion_tokens"]
-        if usage["total_tokens"] != want:
-            ctx.fail("usage.arithmetic", f"the completion body's usage.total_tokens "
-                     f"{usage['total_tokens']} is not prompt_tokens + completion_tokens ({want})",
-                     index=ctx.obs.terminal_index, expected=want, seen=usage["total_tokens"],
-                     spec=spec)
+    if body:
+        seen.append((body.get("usage"), _CHAT_USAGE_NAMES, ctx.obs.terminal_index,
+                     "the completion body's usage.total_tokens", ""))
+    for usage, (a, b, total), index, what, where in seen:
+        if not (isinstance(usage, dict) and all(_int(usage.get(k)) for k in (a, b, total))):
+            continue
+        want = usage[a] + usage[b]
+        if usage[total] != want:
+            ctx.fail("usage.arithmetic", f"{what} {usage[total]} is not {a} + {b} ({want}){where}",
+                     index=index, expected=want, seen=usage[total], spec=spec)
 
 
 def check_usage_agreement(ctx: Context) -> None:
