@@ -9,8 +9,9 @@ the engine finish every answer before the cause was applied, and the test had no
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, tiny_model
+from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, AdapterProcess, tiny_model
 
 LONG_CONTEXT = 32768
 MAX_TOKENS = 30000
@@ -27,3 +28,11 @@ def long_context_model(vllm_env: dict, base: Path) -> Path:
     """The tiny model with ``LONG_CONTEXT`` positions, built once per vLLM line under ``base``."""
     return tiny_model(vllm_env["python"], base / f"tiny-long-{vllm_env['version']}",
                       max_position_embeddings=LONG_CONTEXT)
+
+
+def long_context_adapter(vllm_env: dict, tmp_path_factory: Any, label: str) -> AdapterProcess:
+    """An adapter serving the long-context model on ``vllm_env``'s line (enter it to start it),
+    logging under a fresh ``label-VERSION`` directory: a module's fixture for cause tests."""
+    model = long_context_model(vllm_env, tmp_path_factory.getbasetemp())
+    log_path = tmp_path_factory.mktemp(f"{label}-{vllm_env['version']}") / "adapter.log"
+    return AdapterProcess(vllm_env["python"], model, long_engine_args(), log_path=log_path)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from long_context import MAX_TOKENS, long_context_model, long_engine_args
+from long_context import MAX_TOKENS, long_context_adapter
 from probe import connect, engine_count
 from stalls import MACHINE
 
@@ -58,10 +58,8 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
-    model = long_context_model(vllm_env, tmp_path_factory.getbasetemp())
-    log_path = tmp_path_factory.mktemp(f"aborts-{vllm_env['version']}") / "adapter.log"
     STALLS.start()  # once per process: a second fixture (the other vLLM line) reuses it
-    with AdapterProcess(vllm_env["python"], model, long_engine_args(), log_path=log_path) as proc:
+    with long_context_adapter(vllm_env, tmp_path_factory, "aborts") as proc:
         yield proc
     version = vllm_env["version"]
     lines = [f"abort latency on vLLM {version} (cause -> engine count 0, machine stalls "

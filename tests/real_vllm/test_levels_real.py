@@ -34,7 +34,7 @@ from typing import Any
 
 import anyio
 import pytest
-from long_context import MAX_TOKENS, long_context_model, long_engine_args
+from long_context import MAX_TOKENS, long_context_adapter
 from probe import connect, engine_count
 
 from nnrp_conformance import contract
@@ -61,9 +61,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
-    model = long_context_model(vllm_env, tmp_path_factory.getbasetemp())
-    log_path = tmp_path_factory.mktemp(f"levels-{vllm_env['version']}") / "adapter.log"
-    with AdapterProcess(vllm_env["python"], model, long_engine_args(), log_path=log_path) as proc:
+    with long_context_adapter(vllm_env, tmp_path_factory, "levels") as proc:
         yield proc
 
 
