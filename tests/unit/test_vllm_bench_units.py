@@ -539,3 +539,31 @@ def test_parity_logs_never_overwrite_the_suite_runs_adapter_log(tmp_path) -> Non
     for path in (suite_log, parity_adapter, parity_http):
         assert path.is_relative_to(vdir)
         assert path.relative_to(vdir).as_posix() in VERSION_FILES
+
+
+def test_adapter_ab_pairs_rounds_and_alternates_who_goes_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``bench adapter-ab``: the baseline and this adapter alternate which goes first, each
+    figure's ratio is taken round by round (this/baseline), and a folder that is not a
+    checkout of this project is refused with its missing parts named."""
+    from vllm_nnrp_adapter.benchmark import adapter_ab as ab
+
+    assert ab.order(0) == (ab.BASE, ab.HEAD) and ab.order(1) == (ab.HEAD, ab.BASE)
+    ms = 1_000_000
+    sample = parity.RequestSample(0, [10 * ms, 12 * ms], 20 * ms, tokens=4)
+    slow = parity.RequestSample(0, [20 * ms, 22 * ms], 30 * ms, tokens=4)
+    # this adapter: twice the tokens/s in round 0, the same in round 1
+    measured = {("short", 8): [
+        _round(ab.BASE, 0, [sample], 1.0, 0.2, 0.4), _round(ab.HEAD, 0, [sample], 0.5, 0.2, 0.4),
+        _round(ab.HEAD, 1, [slow], 1.0, 0.2, 0.4), _round(ab.BASE, 1, [sample], 1.0, 0.2, 0.4)]}
+    rows = {r["figure"]: r for r in ab.compare(measured)}
+    tps = rows["aggregate tokens/s"]
+    assert (tps["ratio_min"], tps["ratio_max"], tps["rounds"]) == (1.0, 2.0, 2)
+    assert tps["ratio_median"] == pytest.approx(1.5)
+    assert rows["TTFT p50 ms"]["ratio_max"] == pytest.approx(2.0)  # round 1: 20 ms vs 10 ms
+    assert "short c8" in ab.table(list(rows.values()))
+    with pytest.raises(ValueError, match="not a checkout of this project"):
+        ab.baseline_env(tmp_path)
+    (tmp_path / "reference_adapter").mkdir()
+    (tmp_path / "suite").mkdir()
+    assert ab.baseline_env(tmp_path)["PYTHONPATH"].split(":") == [
+        str(tmp_path / "reference_adapter"), str(tmp_path / "suite")]

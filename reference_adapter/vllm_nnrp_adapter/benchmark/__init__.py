@@ -16,6 +16,7 @@ repeats, with machine and versions recorded.
 * ``capacity``: the most concurrent streaming sessions the adapter serves without an error
   (real vLLM), with its CPU, threads and memory at each step.
 * ``hotpath``: a py-spy profile of the serving process under load, CPU per token by category.
+* ``adapter-ab``: this adapter against an earlier checkout of it, same engine, interleaved.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, str] = {
     "hotpath": "py-spy profile of the serving process: CPU per token by category",
     "idle": "server binding CPU with 1/32/256 idle sessions",
     "capacity": "most concurrent streaming sessions served without an error (real vLLM)",
+    "adapter-ab": "this adapter vs an earlier checkout of it, same engine, interleaved",
 }
 
 
@@ -49,7 +51,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"vllm-nnrp bench: unknown benchmark {name!r} (try --help)", file=sys.stderr)
         return 2
     try:
-        module = importlib.import_module(f"{__name__}.{name}")
+        module = importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
     except ModuleNotFoundError as exc:
         print(f"vllm-nnrp bench {name}: not available here ({exc})", file=sys.stderr)
         return 2

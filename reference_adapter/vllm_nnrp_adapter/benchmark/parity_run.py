@@ -201,7 +201,7 @@ async def measure(
             for c in CONCURRENCY:
                 for name in round_order(r):
                     other = next(p for p in paths if p != name)
-                    result = await _one_round(
+                    result = await one_round(
                         name,
                         r,
                         paths[name].one(content),
@@ -227,7 +227,7 @@ def _tree(pid: int | None) -> TreeCpu | None:
         return None
 
 
-async def _one_round(
+async def one_round(
     name: str,
     r: int,
     one: Callable[[int], Awaitable[RequestSample]],
@@ -236,6 +236,8 @@ async def _one_round(
     pid: int | None,
     other_pid: int | None,
 ) -> RoundResult:
+    """One path's measurement of one workload: ``n`` requests ``c`` at a time, with the CPU
+    of its server (``pid``'s tree), of the idle other one and of this client around it."""
     load = load_average()
     mine0, other0, client0 = _tree(pid), _tree(other_pid), time.process_time()
     samples, wall = await run_concurrent(n, c, one)
