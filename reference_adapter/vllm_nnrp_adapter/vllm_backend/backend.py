@@ -22,7 +22,14 @@ from .errors import (
     _responses_stream_failure,
     _validation_error,
 )
-from .lines import FEATURE_MODELS, FEATURE_RESPONSES, limitations
+from .lines import (
+    FEATURE_EMBEDDINGS,
+    FEATURE_MODELS,
+    FEATURE_RESPONSES,
+    NO_EMBEDDINGS_ENGINE,
+    limitations,
+)
+from .pooling import PoolingEngine, open_pooling_engine
 from .symbols import _Symbols
 from .versions import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
@@ -95,19 +102,35 @@ class VllmBackend:
             )
         if serving_models is None:
             self.limitations[FEATURE_MODELS] = f"vLLM {version} built no models serving object"
+        #: the embeddings engine, when the deployment runs one (:meth:`attach_pooling`)
+        self.pooling: PoolingEngine | None = None
+        self.limitations[FEATURE_EMBEDDINGS] = NO_EMBEDDINGS_ENGINE
+
+    def attach_pooling(self, pooling: PoolingEngine) -> None:
+        """Serve embeddings from ``pooling`` too: its models join the served ones (a name both
+        engines serve is listed once: the same model used to generate and to embed)."""
+        self.pooling = pooling
+        self.limitations.pop(FEATURE_EMBEDDINGS, None)
+        for name in pooling.served_model_names:
+            if name not in self.served_model_names:
+                self.served_model_names.append(name)
 
     # ----------------------------------------------------------------- start-up
     @classmethod
     def from_cli_args(
-        cls, argv: list[str], *, allow_unsupported: bool = False
+        cls, argv: list[str], *, allow_unsupported: bool = False,
+        embeddings_argv: list[str] | None = None,
     ) -> contextlib.AbstractAsyncContextManager[VllmBackend]:
-        """Start vLLM from ``vllm serve`` flags (``MODEL --dtype … --max-model-len …``).
+        """Start vLLM from ``vllm serve`` flags (``MODEL --dtype … --max-model-len …``), and
+        with ``embeddings_argv`` (``vllm serve`` flags of a pooling model) a second engine that
+        serves embeddings (:mod:`.pooling`).
 
         Raises :class:`UnsupportedVllmVersion` (vLLM missing or out of range) or
         :class:`BackendStartupError` (flags rejected, engine failed to start). On exit
-        every request still in flight is aborted and the engine is shut down.
+        every request still in flight is aborted and the engines are shut down.
         """
-        return cls._open(list(argv), allow_unsupported)
+        return cls._open(list(argv), allow_unsupported,
+                         None if embeddings_argv is None else list(embeddings_argv))
 
     @classmethod
     def from_app_state(
@@ -177,10 +200,14 @@ class VllmBackend:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def _open(cls, argv: list[str], allow_unsupported: bool) -> AsyncIterator[VllmBackend]:
+    async def _open(cls, argv: list[str], allow_unsupported: bool,
+                    embeddings_argv: list[str] | None = None) -> AsyncIterator[VllmBackend]:
         version = cls._checked_version(allow_unsupported)
         sym = _Symbols.probe()
         args = cls._parse_args(sym, argv)
+        # parsed before either engine starts: bad flags fail in a second, not after start-up
+        pooling_args = (None if embeddings_argv is None
+                        else cls._parse_args(sym, embeddings_argv, what="embeddings engine "))
         if sym.cli_env_setup is not None:
             sym.cli_env_setup()
         from starlette.datastructures import State
@@ -207,7 +234,12 @@ class VllmBackend:
             backend = cls._bind(
                 sym, state, engine_client, args, version, startup_path="explicit", tasks=tasks
             )
-            yield backend
+            if pooling_args is None:
+                yield backend
+            else:
+                async with open_pooling_engine(sym, pooling_args) as pooling:
+                    backend.attach_pooling(pooling)
+                    yield backend
         except BaseException as exc:
             if backend is not None:
                 await backend.abort_in_flight()
@@ -219,14 +251,16 @@ class VllmBackend:
             await engine_cm.__aexit__(None, None, None)
 
     @staticmethod
-    def _parse_args(sym: _Symbols, argv: list[str]) -> Any:
+    def _parse_args(sym: _Symbols, argv: list[str], what: str = "engine ") -> Any:
         parser = sym.make_arg_parser(sym.parser_cls(prog="vllm serve"))
+        if argv and not argv[0].startswith("-"):
+            argv = ["--model", *argv]  # `vllm serve MODEL …`: vLLM's parser wants --model
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:
             # argparse has already printed the reason to stderr.
             raise BackendStartupError(
-                f"vLLM rejected the engine flags {argv!r} (argparse exit {exc.code})"
+                f"vLLM rejected the {what}flags {argv!r} (argparse exit {exc.code})"
             ) from None
         if getattr(args, "model_tag", None):
             args.model = args.model_tag
@@ -448,8 +482,31 @@ class VllmBackend:
         and the LoRA adapters loaded), as ``GET /v1/models`` answers it."""
         if self._models is None:
             raise BackendError("internal", self.limitations.get(FEATURE_MODELS, "no models"))
-        result = await self._models.show_available_models()
-        return result.model_dump(mode="json")
+        result = (await self._models.show_available_models()).model_dump(mode="json")
+        if self.pooling is not None and self.pooling.serving_models is not None:
+            # the embeddings engine's models too, each id once
+            more = (await self.pooling.serving_models.show_available_models()).model_dump(
+                mode="json")
+            ids = {m.get("id") for m in result.get("data") or []}
+            result["data"] = [*(result.get("data") or []),
+                              *(m for m in more.get("data") or [] if m.get("id") not in ids)]
+        return cast(dict[str, Any], result)
+
+    async def embeddings(self, body: dict[str, Any], *, request_id: str) -> dict[str, Any]:
+        """Run one OpenAI embeddings request through the embeddings engine's
+        ``ServingEmbedding`` (:mod:`.pooling`); returns the response body. Rejections raise
+        :class:`BackendError`; without an embeddings engine, one naming the reason."""
+        if self.pooling is None:
+            raise BackendError("internal", self.limitations.get(FEATURE_EMBEDDINGS,
+                                                                NO_EMBEDDINGS_ENGINE))
+        self._claim(request_id)
+        request = self._build_request(body, request_id, self._sym.embedding_request)
+        self._inflight.add(request_id)
+        try:
+            return cast(dict[str, Any],
+                        await self.pooling.embed(request, self._error_from_exception))
+        finally:
+            self._inflight.discard(request_id)
 
     async def _close_early(self, gen: Any, request_id: str) -> None:
         # Shielded: this runs while the consumer is being cancelled or closed.
@@ -496,16 +553,17 @@ class VllmBackend:
             await self._abort_quietly(request_id)
 
     async def num_unfinished_requests(self) -> int:
-        """How many requests the engine front end still tracks (0 when all are done)."""
+        """How many requests the engine front ends still track (0 when all are done)."""
+        pooled = 0 if self.pooling is None else await self.pooling.unfinished_requests()
         proc = getattr(self._engine, "output_processor", None)
         if proc is not None and hasattr(proc, "get_num_unfinished_requests"):
-            return int(proc.get_num_unfinished_requests())
+            return int(proc.get_num_unfinished_requests()) + pooled
         getter = getattr(self._engine, "get_num_unfinished_requests", None)
         if getter is not None:
             value = getter()
             if inspect.isawaitable(value):
                 value = await value
-            return int(value)
+            return int(value) + pooled
         raise UnsupportedVllmVersion("this vLLM exposes no unfinished-request count")
 
     async def health(self) -> bool:
@@ -516,4 +574,4 @@ class VllmBackend:
             await self._engine.check_health()
         except Exception:
             return False
-        return True
+        return self.pooling is None or await self.pooling.healthy()

@@ -4,7 +4,8 @@ event sequences under tests/fixtures/vllm-responses/<version>/ are the evidence)
 
 Feature names (keys of :func:`limitations`): ``responses`` (``OpenAIServingResponses``),
 ``responses.stream_tool_calls`` (a streamed Responses answer with function tools), ``models``
-(``OpenAIServingModels``). Which profile operation needs which feature is the adapter's rule
+(``OpenAIServingModels``), ``embeddings`` (``ServingEmbedding`` of a pooling engine: a
+deployment's choice, see :data:`NO_EMBEDDINGS_ENGINE`). Which profile operation needs which feature is the adapter's rule
 (:mod:`vllm_nnrp_adapter.adapter`), not this package's.
 """
 
@@ -13,9 +14,11 @@ from __future__ import annotations
 from .versions import _parse_release
 
 __all__ = [
+    "FEATURE_EMBEDDINGS",
     "FEATURE_MODELS",
     "FEATURE_RESPONSES",
     "FEATURE_RESPONSES_STREAM_TOOLS",
+    "NO_EMBEDDINGS_ENGINE",
     "RESPONSES_STREAM_TOOLS_FROM",
     "limitations",
 ]
@@ -23,6 +26,16 @@ __all__ = [
 FEATURE_RESPONSES = "responses"
 FEATURE_RESPONSES_STREAM_TOOLS = "responses.stream_tool_calls"
 FEATURE_MODELS = "models"
+FEATURE_EMBEDDINGS = "embeddings"
+
+#: Why embeddings are not served without a second engine: vLLM runs one runner per engine
+#: (``--runner generate`` or ``pooling``), and a generating engine has no embeddings serving
+#: object, as ``vllm serve`` of a chat model answers ``/v1/embeddings`` with an error.
+NO_EMBEDDINGS_ENGINE = (
+    "no embeddings engine: vLLM runs one runner per engine and this one generates; start the "
+    "adapter with --nnrp-embeddings-engine 'MODEL --runner pooling ...' to serve embeddings "
+    "from a pooling engine beside it"
+)
 
 #: The first line whose Responses stream keeps function tools: 0.22 (0.22.1 tested). On 0.18.1
 #: (the lower bound) vLLM's own stream fails as soon as the request has function tools: it

@@ -42,6 +42,8 @@ class _Symbols:
     engine_errors: tuple[type[BaseException], ...] = field(default_factory=tuple)
     #: ``ResponsesRequest`` (None: this vLLM has no Responses API, so none is served)
     responses_request: Any = None
+    #: ``EmbeddingCompletionRequest`` (an ``input`` body; None: no pooling serving layer)
+    embedding_request: Any = None
 
     @classmethod
     def probe(cls) -> _Symbols:
@@ -98,5 +100,8 @@ class _Symbols:
             engine_errors=engine_errors,
             responses_request=optional(
                 [("vllm.entrypoints.openai.responses.protocol", "ResponsesRequest")]
+            ),
+            embedding_request=optional(
+                [("vllm.entrypoints.pooling.embed.protocol", "EmbeddingCompletionRequest")]
             ),
         )
