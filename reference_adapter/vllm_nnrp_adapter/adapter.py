@@ -29,7 +29,12 @@ from .mapping import (
 from .profile import ProfileError
 from .stall import StallWatchdog
 from .vllm_backend import BackendError
-from .vllm_backend.lines import FEATURE_MODELS, FEATURE_RESPONSES, FEATURE_RESPONSES_STREAM_TOOLS
+from .vllm_backend.lines import (
+    FEATURE_EMBEDDINGS,
+    FEATURE_MODELS,
+    FEATURE_RESPONSES,
+    FEATURE_RESPONSES_STREAM_TOOLS,
+)
 
 __all__ = ["OPERATION_FEATURES", "OPERATOR_ONLY_FIELDS", "VllmNnrpAdapter", "check_chat_body"]
 
@@ -46,6 +51,7 @@ DEFAULT_BACKEND_STALL_TIMEOUT_S = 300.0
 OPERATION_FEATURES: Mapping[str, tuple[str, ...]] = {
     contract.OP_RESPONSES_CREATE: (FEATURE_RESPONSES, FEATURE_RESPONSES_STREAM_TOOLS),
     contract.OP_MODELS_LIST: (FEATURE_MODELS,),
+    contract.OP_EMBEDDINGS_CREATE: (FEATURE_EMBEDDINGS,),
 }
 
 
@@ -53,7 +59,8 @@ def withheld_operations(backend: Any) -> dict[str, str]:
     """Operation -> why this backend cannot serve it (its vLLM line's limitations, or a
     backend without the method at all, e.g. a chat-only test double)."""
     limits = dict(getattr(backend, "limitations", None) or {})
-    for feature, method in ((FEATURE_RESPONSES, "responses"), (FEATURE_MODELS, "list_models")):
+    for feature, method in ((FEATURE_RESPONSES, "responses"), (FEATURE_MODELS, "list_models"),
+                            (FEATURE_EMBEDDINGS, "embeddings")):
         if not callable(getattr(backend, method, None)):
             limits.setdefault(feature, f"the backend has no {method}()")
     return {
@@ -66,8 +73,8 @@ def withheld_operations(backend: Any) -> dict[str, str]:
 class ChatBackend(Protocol):
     """What the adapter needs from :mod:`vllm_nnrp_adapter.vllm_backend` (or a test double).
 
-    Levels 2 and 3 also use ``responses(body, request_id=…)`` and ``list_models()`` when the
-    backend has them (:func:`withheld_operations`).
+    Levels 2 and 3 also use ``responses(body, request_id=…)``, ``list_models()`` and
+    ``embeddings(body, request_id=…)`` when the backend has them (:func:`withheld_operations`).
     """
 
     served_model_names: list[str]
@@ -148,6 +155,11 @@ class VllmNnrpAdapter:
             return
         if envelope.operation == contract.OP_MODELS_LIST:
             async for event in handlers.serve_models(self, envelope, record):
+                yield event
+            return
+        if envelope.operation == contract.OP_EMBEDDINGS_CREATE:
+            request_id = _vllm_request_id(ctx, envelope.request_id)
+            async for event in handlers.serve_embeddings(self, envelope, record, request_id):
                 yield event
             return
         try:

@@ -122,3 +122,53 @@ def check_models_body(body: Any) -> None:
     """``models.list`` takes an object and ignores its members (OpenAI's ``GET /v1/models``
     has no parameters)."""
     _object(body)
+
+
+def check_embeddings_body(body: Any, *, allowed_operator_fields: Iterable[str] = ()) -> None:
+    """An embeddings request (docs/levels.md#embeddings): ``input`` a non-empty string, or a
+    non-empty array of non-empty strings (or of token arrays, as OpenAI allows); ``dimensions``
+    a positive integer; ``encoding_format`` ``float`` (a base64 body is not the profile's
+    array of numbers); no stream (embeddings have none). Anything else is ``invalid_request``,
+    as OpenAI answers it with 400."""
+    body = _object(body)
+    value = body.get("input")
+    problem = _embeddings_input_problem(value) if "input" in body else "is required"
+    if problem:
+        raise ProfileError(
+            contract.ERR_INVALID_REQUEST,
+            f"body.input {problem} (a non-empty string, or an array of them)",
+            param="body.input",
+        )
+    _typed(body, "model", str, "a string")
+    dims = body.get("dimensions")
+    if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
+        raise ProfileError(contract.ERR_INVALID_REQUEST,
+                           "body.dimensions must be a positive integer", param="body.dimensions")
+    if body.get("encoding_format", "float") != "float":
+        raise ProfileError(contract.ERR_INVALID_REQUEST,
+                           "body.encoding_format must be \"float\": the profile's embeddings are "
+                           "arrays of numbers", param="body.encoding_format")
+    if body.get("stream") not in (None, False):
+        raise ProfileError(contract.ERR_INVALID_REQUEST,
+                           "embeddings have no stream (body.stream)", param="body.stream")
+    _refuse_operator_fields(body, allowed_operator_fields)
+
+
+def _embeddings_input_problem(value: Any) -> str | None:
+    """Why ``value`` is not an embeddings input, or None."""
+    if isinstance(value, str):
+        return "is an empty string" if not value else None
+    if not isinstance(value, list):
+        return f"must be a string or an array, not {type(value).__name__}"
+    if not value:
+        return "is an empty array"
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            if not item:
+                return f"[{i}] is an empty string"
+        elif isinstance(item, list):
+            if not item or not all(isinstance(t, int) and not isinstance(t, bool) for t in item):
+                return f"[{i}] must be a non-empty array of token ids"
+        elif not (isinstance(item, int) and not isinstance(item, bool)):
+            return f"[{i}] must be a string, not {type(item).__name__}"
+    return None

@@ -1,5 +1,5 @@
-"""The handler's operations beyond chat: ``responses.create`` (Level 2) and ``models.list``
-(Level 3), docs/levels.md.
+"""The handler's operations beyond chat: ``responses.create`` (Level 2), ``models.list`` and
+``embeddings.create`` (Level 3), docs/levels.md.
 
 Each is an async generator of profile events that :class:`.adapter.VllmNnrpAdapter` delegates
 to once the envelope is checked: the body check (:mod:`.bodies`), the backend call, the
@@ -21,14 +21,15 @@ import anyio
 
 from . import profile
 from .backend_call import BackendCall, record_failure
-from .bodies import check_models_body, check_responses_body
+from .bodies import check_embeddings_body, check_models_body, check_responses_body
+from .mapping import _usage_numbers as usage_numbers
 from .mapping import backend_error_event, map_backend_error, stalled_event
 from .profile import Envelope, ProfileError
 from .responses_mapping import ResponsesMapper
 from .stall import StallWatchdog
 from .vllm_backend import BackendError
 
-__all__ = ["serve_models", "serve_responses"]
+__all__ = ["serve_embeddings", "serve_models", "serve_responses"]
 
 
 async def serve_responses(
@@ -129,3 +130,41 @@ async def serve_models(
         yield stalled_event(adapter.backend_stall_timeout_s)
         return
     yield profile.completed_event(body)
+
+
+async def serve_embeddings(
+    adapter: Any, envelope: Envelope, record: Any, request_id: str
+) -> AsyncIterator[dict[str, Any]]:
+    """``embeddings.create``: vLLM's ``ServingEmbedding`` of the embeddings engine, answered
+    as ``POST /v1/embeddings`` is (one terminal, no partial results). A client cancel ends the
+    handler, and with it vLLM's request generators, which abort the engine requests."""
+    try:
+        check_embeddings_body(envelope.body,
+                              allowed_operator_fields=adapter.allowed_operator_fields)
+    except ProfileError as exc:
+        yield exc.event()
+        return
+    backend = adapter.backend
+    body = dict(envelope.body)
+    model = body.get("model") or (backend.served_model_names or [""])[0]
+    body["model"] = model
+    if record is not None:
+        record.model_id = model
+    started = time.perf_counter_ns()
+    try:
+        with anyio.fail_after(adapter.backend_stall_timeout_s):
+            result = await backend.embeddings(body, request_id=request_id)
+    except BackendError as exc:
+        record_failure(record, exc.family)
+        yield backend_error_event(exc)
+        return
+    except TimeoutError:
+        record_failure(record, "engine_failure")
+        yield stalled_event(adapter.backend_stall_timeout_s)
+        return
+    if record is not None:
+        record.backend_time_ns = time.perf_counter_ns() - started
+        usage = result.get("usage") if isinstance(result, dict) else None
+        if isinstance(usage, dict):
+            record.usage = usage_numbers(usage)
+    yield profile.completed_event(result)

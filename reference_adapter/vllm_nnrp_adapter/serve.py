@@ -126,7 +126,8 @@ async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -
     # Read before the engine starts: a bad manifest fails in a second, not after start-up.
     manifest = load_manifest_document(config.manifest_path)
     async with VllmBackend.from_cli_args(
-        config.vllm_argv, allow_unsupported=config.allow_unsupported_vllm
+        config.vllm_argv, allow_unsupported=config.allow_unsupported_vllm,
+        embeddings_argv=config.embeddings_argv,
     ) as backend:
         engine_died = anyio.Event()
         drain = _Drain(backend)

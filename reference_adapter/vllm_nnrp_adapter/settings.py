@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,9 @@ class ServeConfig:
     #: this process's place among vLLM's API servers (``--api-server-count``; scaleout.py)
     api_server_rank: int = 0
     api_server_count: int = 1
+    #: ``vllm serve`` arguments of a second, pooling engine that serves embeddings
+    #: (``--nnrp-embeddings-engine``; explicit path only: vllm_backend/pooling.py)
+    embeddings_argv: list[str] | None = None
 
 
 STARTUP_PATH = "vllm-plugin"
@@ -131,6 +135,13 @@ def _non_negative_float(value: str) -> float:
 
 def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _argv(value: str) -> list[str]:
+    words = shlex.split(value)
+    if not words:
+        raise ValueError("must name a model, with more `vllm serve` flags after it if needed")
+    return words
 
 
 def _flag(value: str) -> bool:
@@ -193,6 +204,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("backend-stall-timeout", "backend_stall_timeout_s", _positive_float,
             "fail an operation whose backend gives no output for this long (default 300)",
             metavar="SECONDS"),
+    Setting("embeddings-engine", "embeddings_argv", _argv,
+            "serve embeddings.create from a second, pooling engine started with these "
+            "`vllm serve` arguments, e.g. 'MODEL --runner pooling' (explicit path only)",
+            metavar="'MODEL FLAGS'"),
     Setting("allow-unsupported-vllm", "allow_unsupported_vllm", _flag,
             f"run on a vLLM outside {SUPPORTED_VLLM} (canary runs)", kind="switch"),
     Setting("log-level", "", _text, "log level of the adapter's loggers (default INFO)",
@@ -316,6 +331,12 @@ def settings_from_environ(environ: Mapping[str, str] | None = None) -> ServeConf
         parse_address(values["listen"])
     except AddressError as exc:
         raise PluginSettingsError(f"{ENV_LISTEN}: {exc}") from None
+    if values.get("embeddings_argv"):
+        # inside `vllm serve` the engine is vLLM's own; a second one is the explicit path's
+        raise PluginSettingsError(
+            f"{ENV_PREFIX}EMBEDDINGS_ENGINE: a second, pooling engine is started only by "
+            "`vllm-nnrp serve --nnrp-embeddings-engine`; beside `vllm serve`, run a second "
+            "`vllm serve` of the pooling model")
     values.setdefault("manifest_path", default_manifest_path())
     return ServeConfig(vllm_argv=[], startup_path=STARTUP_PATH, **values)
 

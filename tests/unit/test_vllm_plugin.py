@@ -127,6 +127,9 @@ def test_defaults_are_the_explicit_paths_defaults() -> None:
         ("METRICS_PORT", "70000", "TCP port"),
         ("ECHO_TEXT_IN_DIAGNOSTICS", "maybe", "NNRP_PLUGIN_ECHO_TEXT_IN_DIAGNOSTICS"),
         ("BACKEND_STALL_TIMEOUT", "-1", "positive"),
+        # inside `vllm serve` the engine is vLLM's: a second one is the explicit path's
+        ("EMBEDDINGS_ENGINE", "/m --runner pooling", "vllm-nnrp serve --nnrp-embeddings-engine"),
+        ("EMBEDDINGS_ENGINE", "  ", "must name a model"),
     ],
 )
 def test_bad_settings_are_named(name: str, value: str, says: str) -> None:
@@ -272,7 +275,10 @@ _SAMPLES = {
     "backend-stall-timeout": ("12.5", 12.5),
     "allow-unsupported-vllm": (None, True),
     "log-level": ("debug", None),
+    "embeddings-engine": ("/m --runner pooling", ["/m", "--runner", "pooling"]),
 }
+#: settings of the explicit path alone: the plugin names the variable and refuses it
+_EXPLICIT_ONLY = {"embeddings-engine"}
 
 
 @pytest.mark.parametrize("setting", settings.SETTINGS, ids=lambda s: s.name)
@@ -285,8 +291,13 @@ def test_each_setting_is_one_flag_and_one_variable_meaning_the_same(setting) -> 
     argv = [setting.flag] + ([] if arg is None else [arg])
     from_flag = settings.config_from_flags(parser.parse_args(argv), [])
     environ = {ENV_LISTEN: "127.0.0.1:0", setting.env: "yes" if arg is None else arg}
-    from_env = settings_from_environ(environ)
     assert setting.env.startswith(ENV_PREFIX)
+    if setting.name in _EXPLICIT_ONLY:
+        assert getattr(from_flag, setting.field) == want
+        with pytest.raises(PluginSettingsError, match=setting.env):
+            settings_from_environ(environ)
+        return
+    from_env = settings_from_environ(environ)
     if not setting.field:  # read by the log set-up, on both paths
         assert parser.parse_args(argv).log_level == arg
         return
