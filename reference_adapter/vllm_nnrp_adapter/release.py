@@ -39,6 +39,7 @@ from .conformance import (
 )
 from .policy import policy_path
 from .settings import default_manifest_path
+from .vllm_backend.lines import limitations
 
 console = Console(stderr=True)
 
@@ -90,14 +91,17 @@ def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Ste
     model = step(f"tiny model for vLLM {version}", lambda: tiny_model(python))
     if not isinstance(model, Path):
         return
-    adapter = AdapterProcess(python, model, log_path=suite_adapter_log(vdir))
+    # the embeddings engine where the line can offer Level 3 (docs/levels.md#reference-adapter)
+    embeddings = not limitations(version)
+    adapter = AdapterProcess(python, model, log_path=suite_adapter_log(vdir),
+                             embeddings=embeddings)
     started = step(f"start the adapter on vLLM {version}", lambda: adapter.start() and None)
     if isinstance(started, Exception):
         return
     try:
         # the claims the adapter keeps on this vLLM line; where they are fewer than the
         # adapter's, the gate reads them from the version's own manifest.json
-        manifest = manifest_for_vllm(version)
+        manifest = manifest_for_vllm(version, embeddings=embeddings)
         if manifest != default_manifest_path():
             shutil.copyfile(manifest, vdir / MANIFEST_FILE)
         step(

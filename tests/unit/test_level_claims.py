@@ -19,6 +19,7 @@ from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, profile
 from vllm_nnrp_adapter.adapter import OPERATION_FEATURES, VllmNnrpAdapter, withheld_operations
 from vllm_nnrp_adapter.bodies import (
     OPERATOR_ONLY_FIELDS,
+    check_embeddings_body,
     check_models_body,
     check_responses_body,
 )
@@ -26,8 +27,10 @@ from vllm_nnrp_adapter.conformance import LIMITED_LINE_MANIFEST, manifest_for_vl
 from vllm_nnrp_adapter.profile import ProfileError
 from vllm_nnrp_adapter.settings import default_manifest_path
 from vllm_nnrp_adapter.vllm_backend.lines import (
+    FEATURE_EMBEDDINGS,
     FEATURE_MODELS,
     FEATURE_RESPONSES_STREAM_TOOLS,
+    NO_EMBEDDINGS_ENGINE,
     limitations,
 )
 
@@ -52,6 +55,9 @@ class LineBackend:
     async def list_models(self):  # type: ignore[no-untyped-def]
         raise NotImplementedError
 
+    async def embeddings(self, body, *, request_id):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
     async def abort(self, request_id: str) -> bool:
         return False
 
@@ -60,7 +66,7 @@ def _claims(doc: dict) -> tuple[list[int], list[dict]]:
     return doc["compatibility_levels"], doc["operations"]
 
 
-def test_the_manifest_claims_levels_1_2_3_with_the_three_operations():
+def test_the_manifest_claims_levels_1_2_3_with_the_four_operations():
     assert validate("manifest", MANIFEST) == []
     assert MANIFEST["compatibility_levels"] == [1, 2, 3]
     ops = {op["name"]: op for op in MANIFEST["operations"]}
@@ -70,6 +76,9 @@ def test_the_manifest_claims_levels_1_2_3_with_the_three_operations():
     assert ops[contract.OP_MODELS_LIST] == {
         "name": contract.OP_MODELS_LIST, "streaming": False, "non_streaming": True,
         "tool_calls": False}
+    assert ops[contract.OP_EMBEDDINGS_CREATE] == {
+        "name": contract.OP_EMBEDDINGS_CREATE, "streaming": False, "non_streaming": True,
+        "tool_calls": False}
 
 
 def test_the_current_line_keeps_every_claim():
@@ -77,7 +86,22 @@ def test_the_current_line_keeps_every_claim():
     assert adapter.withheld == {}
     assert _claims(adapter.capabilities) == _claims(MANIFEST)
     assert validate("capability-document", adapter.capabilities) == []
-    assert manifest_for_vllm(CURRENT_LINE_TESTED) == default_manifest_path()
+    assert manifest_for_vllm(CURRENT_LINE_TESTED, embeddings=True) == default_manifest_path()
+
+
+def test_without_an_embeddings_engine_only_embeddings_create_is_withheld():
+    """vLLM runs one runner per engine: the generating engine alone serves no embeddings,
+    and Level 3 stays with models.list; the suite's manifest for such a run says the same."""
+    backend = LineBackend(CURRENT_LINE_TESTED)
+    backend.limitations[FEATURE_EMBEDDINGS] = NO_EMBEDDINGS_ENGINE
+    adapter = VllmNnrpAdapter(backend, MANIFEST)
+    assert adapter.withheld == {contract.OP_EMBEDDINGS_CREATE: NO_EMBEDDINGS_ENGINE}
+    doc = adapter.capabilities
+    assert doc["compatibility_levels"] == [1, 2, 3]
+    assert contract.OP_EMBEDDINGS_CREATE not in adapter.operations
+    without = json.loads(manifest_for_vllm(CURRENT_LINE_TESTED).read_text())
+    assert validate("manifest", without) == []
+    assert _claims(doc) == _claims(without)
 
 
 def test_the_lower_bound_line_claims_level_1_only_and_its_manifest_says_so():
@@ -106,8 +130,11 @@ def test_the_line_boundary(version, limited):
     assert bool(limitations(version)) is limited
 
 
-def test_models_alone_missing_drops_only_level_3():
+def test_level_3_goes_only_with_both_of_its_operations():
     doc = profile.capability_document(MANIFEST, ["m"], withheld=[contract.OP_MODELS_LIST])
+    assert doc["compatibility_levels"] == [1, 2, 3]
+    doc = profile.capability_document(
+        MANIFEST, ["m"], withheld=[contract.OP_MODELS_LIST, contract.OP_EMBEDDINGS_CREATE])
     assert doc["compatibility_levels"] == [1, 2]
     assert [op["name"] for op in doc["operations"]] == [
         contract.OP_CHAT_COMPLETIONS_CREATE, contract.OP_RESPONSES_CREATE]
@@ -177,6 +204,42 @@ def test_bad_responses_bodies_are_invalid_request_naming_the_field(body, param):
 ])
 def test_good_responses_bodies_pass(body):
     check_responses_body(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m"}, "body.input"),
+        ({"input": 42}, "body.input"),
+        ({"input": ""}, "body.input"),
+        ({"input": []}, "body.input"),
+        ({"input": ["hi", ""]}, "body.input"),
+        ({"input": ["hi", {"text": "x"}]}, "body.input"),
+        ({"input": [[]]}, "body.input"),
+        ({"input": "hi", "model": 3}, "body.model"),
+        ({"input": "hi", "dimensions": 0}, "body.dimensions"),
+        ({"input": "hi", "dimensions": True}, "body.dimensions"),
+        ({"input": "hi", "encoding_format": "base64"}, "body.encoding_format"),
+        ({"input": "hi", "stream": True}, "body.stream"),
+        *[({"input": "hi", name: {}}, f"body.{name}") for name in sorted(OPERATOR_ONLY_FIELDS)],
+    ],
+)
+def test_bad_embeddings_bodies_are_invalid_request_naming_the_field(body, param):
+    """docs/levels.md#embeddings: a number, an empty string or array is invalid_request, as
+    OpenAI answers them with 400; so are a base64 encoding and a stream."""
+    event = _error(lambda: check_embeddings_body(body))
+    assert event["error"]["code"] == contract.ERR_INVALID_REQUEST
+    assert event["nnrp"]["diagnostics"]["param"] == param
+
+
+@pytest.mark.parametrize("body", [
+    {"input": "hi"},
+    {"model": "m", "input": ["Hi.", "A longer one."], "encoding_format": "float"},
+    {"input": [[1, 2, 3], [4]], "dimensions": 8},
+    {"input": [1, 2, 3], "stream": False, "user": "u"},
+])
+def test_good_embeddings_bodies_pass(body):
+    check_embeddings_body(body)
 
 
 def test_operator_fields_pass_when_the_operator_allows_them():
