@@ -87,6 +87,18 @@ class ReplayBackend:
     async def list_models(self) -> dict:
         return fixture("models")
 
+    async def embeddings(self, body: dict, *, request_id: str) -> dict:
+        """The recorded answer of the embeddings engine for the same input."""
+        for entry in fixture("embeddings")["requests"].values():
+            if entry["request"]["input"] == body.get("input") \
+                    and entry["request"]["model"] == body.get("model"):
+                if "error" in entry:
+                    e = entry["error"]
+                    raise BackendError(e["family"], e["message"], status=e["status"],
+                                       error_type=e["error_type"])
+                return entry["body"]
+        raise AssertionError(f"no recorded embeddings answer for {body!r}")
+
     async def abort(self, request_id: str) -> bool:
         self.aborted.append(request_id)
         running = request_id in self.running
@@ -162,6 +174,32 @@ async def test_models_list_and_the_bad_bodies() -> None:
         assert term.diagnostics["backend_error"]["status"] == 404
 
 
+def embeddings(**body: Any) -> dict:
+    return {"schema_version": contract.SCHEMA_VERSION,
+            "operation": contract.OP_EMBEDDINGS_CREATE, "body": body}
+
+
+async def test_embeddings_are_vllm_s_answer_as_one_result() -> None:
+    """embeddings.create: no partial results, one response.completed whose body is what the
+    embeddings engine answered (recorded from real vLLM); a bad input is refused before the
+    backend, an unknown model is vLLM's own error."""
+    recorded = fixture("embeddings")["requests"]
+    backend = ReplayBackend()
+    async with await serve(backend) as srv, await NnrpClient.connect(srv.address) as client:
+        events, term = await run(client, embeddings(**recorded["shape"]["request"]))
+        assert events == [] and term.event == {"type": contract.EV_COMPLETED,
+                                               "body": recorded["shape"]["body"]}
+        vectors = [d["embedding"] for d in term.event["body"]["data"]]
+        assert [d["index"] for d in term.event["body"]["data"]] == [0, 1]
+        assert len(vectors[0]) == len(vectors[1]) > 0
+        _, term = await run(client, embeddings(model="tiny-model", input=42))
+        assert term.event["error"]["code"] == contract.ERR_INVALID_REQUEST
+        assert term.diagnostics["param"] == "body.input"
+        _, term = await run(client, embeddings(**recorded["unknown_model"]["request"]))
+        assert term.event["error"]["code"] == contract.ERR_BACKEND_ERROR
+        assert term.diagnostics["backend_error"]["status"] == 404
+
+
 async def test_a_failure_mid_stream_ends_in_backend_error() -> None:
     backend = ReplayBackend()
     async with await serve(backend) as srv, await NnrpClient.connect(srv.address) as client:
@@ -208,7 +246,8 @@ async def test_the_lower_bound_line_is_offered_level_1_only() -> None:
     async with await serve(backend) as srv, await NnrpClient.connect(srv.address) as client:
         doc = await client.capabilities()
         assert doc["compatibility_levels"] == [1]
-        for operation in (contract.OP_RESPONSES_CREATE, contract.OP_MODELS_LIST):
+        for operation in (contract.OP_RESPONSES_CREATE, contract.OP_MODELS_LIST,
+                          contract.OP_EMBEDDINGS_CREATE):
             _, term = await run(client, {"schema_version": contract.SCHEMA_VERSION,
                                          "operation": operation, "body": {"input": "hi"}})
             assert term.event["error"]["code"] == contract.ERR_UNSUPPORTED_OPERATION
