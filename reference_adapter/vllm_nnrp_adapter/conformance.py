@@ -78,12 +78,18 @@ EMBEDDED_ENGINE_ARGS: tuple[str, ...] = (
 def embedded_embeddings_engine(model_dir: Path) -> str:
     """The embedded default's embeddings engine (``--nnrp-embeddings-engine``): the same tiny
     model with a pooling runner (``--convert embed``: it is a generative architecture), served
-    under the same name, so one model id answers chat, Responses and embeddings."""
+    under the same name, so one model id answers chat, Responses and embeddings.
+
+    Mean pooling: the tiny model's hidden state at a position is the embedding of that token
+    alone (tiny_model.py), so vLLM's default for a converted Llama, the last token, gave every
+    text that ends alike (a full stop; one token) the same vector, and the suite's
+    ``embeddings.order`` rightly failed it. The mean over the tokens differs with the text."""
     keep = ("--served-model-name", "--dtype", "--max-model-len", "--seed")
     flags = [x for i, a in enumerate(EMBEDDED_ENGINE_ARGS) if a in keep
              for x in (a, EMBEDDED_ENGINE_ARGS[i + 1])]
     return shlex.join([str(model_dir), "--runner", "pooling", "--convert", "embed",
-                       "--enforce-eager", *flags])
+                       "--pooler-config", '{"seq_pooling_type": "MEAN"}', "--enforce-eager",
+                       *flags])
 
 
 class ConformanceSetupError(RuntimeError):
