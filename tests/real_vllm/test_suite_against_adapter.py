@@ -21,16 +21,19 @@ pytestmark = pytest.mark.real_vllm
 REPO = Path(__file__).resolve().parents[2]
 
 
-def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0") -> dict:  # type: ignore[no-untyped-def]
-    """Serve real vLLM on ``listen``, run the whole suite against it, require every selected
-    recipe to pass; returns the run's figures."""
+def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0", *,  # type: ignore[no-untyped-def]
+               embeddings: bool = False) -> dict:
+    """Serve real vLLM on ``listen`` (with ``embeddings``, the embedded default's embeddings
+    engine beside it), run the whole suite against it, require every selected recipe to
+    pass; returns the run's figures."""
     out = tmp_path / "conformance"
     with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log",
-                        listen=listen) as ad:
+                        listen=listen, embeddings=embeddings) as ad:
         assert ad.info["vllm_version"] == vllm_env["version"]
         assert ad.info["startup_path"] == "explicit"
         t0 = time.monotonic()
-        rc = run_suite(ad.address, manifest_for_vllm(vllm_env["version"]), out)
+        rc = run_suite(ad.address, manifest_for_vllm(vllm_env["version"], embeddings=embeddings),
+                       out)
         suite_s = time.monotonic() - t0
         rss = ad.rss_bytes()
         address = ad.address
@@ -51,7 +54,14 @@ def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0") -> dict:  # type
 
 
 def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property):
-    figures = full_suite(vllm_env, tmp_path)
+    """Every claimed recipe on each line; on the current line with the embeddings engine,
+    so the Level 3 embeddings recipes run too (the release's claim)."""
+    embeddings = vllm_env["version"] == CURRENT_LINE_TESTED
+    figures = full_suite(vllm_env, tmp_path, embeddings=embeddings)
+    if embeddings:
+        results = json.loads((tmp_path / "conformance" / "case-results.json").read_text())
+        embedded = [r for r in results["results"] if r["id"].startswith("level3.embeddings.")]
+        assert len(embedded) == 4 and all(r["outcome"] == "passed" for r in embedded), embedded
     record_property("figures", json.dumps(figures))
     print("real-vLLM figures:", json.dumps(figures))
 
