@@ -42,6 +42,7 @@ from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate_event
 from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm
+from vllm_nnrp_adapter.vllm_backend.lines import NO_EMBEDDINGS_ENGINE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
 
@@ -133,14 +134,19 @@ async def test_the_claims_follow_the_vllm_line(adapter, vllm_env) -> None:  # ty
         assert doc["operations"] == expected["operations"]
         if vllm_env["version"] == LOWER_BOUND_TESTED:
             assert doc["compatibility_levels"] == [1]
-            assert set(adapter.info["withheld_operations"]) == {contract.OP_RESPONSES_CREATE}
+            # this adapter runs no embeddings engine: embeddings.create is withheld too
+            assert set(adapter.info["withheld_operations"]) == {
+                contract.OP_RESPONSES_CREATE, contract.OP_EMBEDDINGS_CREATE}
             for operation, body in ((contract.OP_RESPONSES_CREATE, {"input": "hi"}),
                                     (contract.OP_MODELS_LIST, {})):
                 _, term = await run(client, envelope(operation, body))
                 assert term.event["error"]["code"] == contract.ERR_UNSUPPORTED_OPERATION, term
         else:
             assert doc["compatibility_levels"] == [1, 2, 3]
-            assert "withheld_operations" not in adapter.info
+            # Level 3 stays with models.list; embeddings need the embeddings engine
+            # (test_embeddings_real.py runs it)
+            assert adapter.info["withheld_operations"] == {
+                contract.OP_EMBEDDINGS_CREATE: NO_EMBEDDINGS_ENGINE}
 
 
 async def test_streamed_text(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
