@@ -167,11 +167,7 @@ class VllmNnrpAdapter:
         except ProfileError as exc:
             yield exc.event()
             return
-        body = dict(envelope.body)
-        model = body.get("model") or (self.backend.served_model_names or [""])[0]
-        body["model"] = model
-        if record is not None:
-            record.model_id = model
+        body = handlers.backend_body(self.backend, envelope, record)
         request_id = _vllm_request_id(ctx, envelope.request_id)
         call = BackendCall(self.backend, ctx, request_id, record, self.backend_stall_timeout_s)
         streaming = bool(body.get("stream", False))

@@ -29,7 +29,18 @@ from .responses_mapping import ResponsesMapper
 from .stall import StallWatchdog
 from .vllm_backend import BackendError
 
-__all__ = ["serve_embeddings", "serve_models", "serve_responses"]
+__all__ = ["backend_body", "serve_embeddings", "serve_models", "serve_responses"]
+
+
+def backend_body(backend: Any, envelope: Envelope, record: Any) -> dict[str, Any]:
+    """The envelope's body as the backend gets it: a copy whose ``model`` is the one asked
+    for, else the first served model (recorded on the operation's record)."""
+    body = dict(envelope.body)
+    model = body.get("model") or (backend.served_model_names or [""])[0]
+    body["model"] = model
+    if record is not None:
+        record.model_id = model
+    return body
 
 
 async def serve_responses(
@@ -42,11 +53,7 @@ async def serve_responses(
         yield exc.event()
         return
     backend = adapter.backend
-    body = dict(envelope.body)
-    model = body.get("model") or (backend.served_model_names or [""])[0]
-    body["model"] = model
-    if record is not None:
-        record.model_id = model
+    body = backend_body(backend, envelope, record)
     call = BackendCall(backend, ctx, request_id, record, adapter.backend_stall_timeout_s)
     streaming = body.get("stream") is True
     started = time.perf_counter_ns()
@@ -145,11 +152,7 @@ async def serve_embeddings(
         yield exc.event()
         return
     backend = adapter.backend
-    body = dict(envelope.body)
-    model = body.get("model") or (backend.served_model_names or [""])[0]
-    body["model"] = model
-    if record is not None:
-        record.model_id = model
+    body = backend_body(backend, envelope, record)
     started = time.perf_counter_ns()
     try:
         with anyio.fail_after(adapter.backend_stall_timeout_s):
