@@ -29,7 +29,7 @@ from .lines import (
     NO_EMBEDDINGS_ENGINE,
     limitations,
 )
-from .pooling import PoolingEngine, open_pooling_engine
+from .pooling import PoolingEngine, engine_healthy, open_pooling_engine, serving_state
 from .symbols import _Symbols
 from .versions import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
@@ -210,7 +210,6 @@ class VllmBackend:
                         else cls._parse_args(sym, embeddings_argv, what="embeddings engine "))
         if sym.cli_env_setup is not None:
             sym.cli_env_setup()
-        from starlette.datastructures import State
 
         try:
             engine_cm = sym.build_engine_client(args)
@@ -220,15 +219,7 @@ class VllmBackend:
         backend: VllmBackend | None = None
         try:
             try:
-                tasks = None
-                if hasattr(engine_client, "get_supported_tasks"):
-                    tasks = await engine_client.get_supported_tasks()
-                state = State()
-                params = inspect.signature(sym.init_app_state).parameters
-                if "supported_tasks" in params and tasks is not None:
-                    await sym.init_app_state(engine_client, state, args, tasks)
-                else:
-                    await sym.init_app_state(engine_client, state, args)
+                state, tasks = await serving_state(sym, engine_client, args)
             except Exception as exc:
                 raise BackendStartupError(f"vLLM serving layer failed to start: {exc}") from exc
             backend = cls._bind(
@@ -567,11 +558,8 @@ class VllmBackend:
         raise UnsupportedVllmVersion("this vLLM exposes no unfinished-request count")
 
     async def health(self) -> bool:
-        """True while the engine is up and answers its health check."""
-        if getattr(self._engine, "errored", False):
-            return False
-        try:
-            await self._engine.check_health()
-        except Exception:
+        """True while the engine (and the embeddings engine, if any) is up and answers its
+        health check."""
+        if not await engine_healthy(self._engine):
             return False
         return self.pooling is None or await self.pooling.healthy()

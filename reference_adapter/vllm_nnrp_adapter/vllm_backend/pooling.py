@@ -24,7 +24,7 @@ from typing import Any
 from .errors import BackendError, BackendStartupError
 from .symbols import _Symbols
 
-__all__ = ["PoolingEngine", "open_pooling_engine"]
+__all__ = ["PoolingEngine", "engine_healthy", "open_pooling_engine", "serving_state"]
 
 
 @dataclass
@@ -62,13 +62,36 @@ class PoolingEngine:
         return 0
 
     async def healthy(self) -> bool:
-        if getattr(self.engine_client, "errored", False):
-            return False
-        try:
-            await self.engine_client.check_health()
-        except Exception:
-            return False
-        return True
+        return await engine_healthy(self.engine_client)
+
+
+async def engine_healthy(engine_client: Any) -> bool:
+    """True while an engine is up and answers its health check (either engine's)."""
+    if getattr(engine_client, "errored", False):
+        return False
+    try:
+        await engine_client.check_health()
+    except Exception:
+        return False
+    return True
+
+
+async def serving_state(sym: _Symbols, engine_client: Any, args: Any) -> tuple[Any, Any]:
+    """vLLM's serving objects for a started engine, as ``vllm serve`` builds them: a fresh
+    app ``State`` filled by ``init_app_state`` (with the engine's supported tasks where that
+    vLLM takes them), and those tasks. Both engines of the adapter get theirs here."""
+    from starlette.datastructures import State
+
+    tasks = None
+    if hasattr(engine_client, "get_supported_tasks"):
+        tasks = await engine_client.get_supported_tasks()
+    state = State()
+    if "supported_tasks" in inspect.signature(sym.init_app_state).parameters \
+            and tasks is not None:
+        await sym.init_app_state(engine_client, state, args, tasks)
+    else:
+        await sym.init_app_state(engine_client, state, args)
+    return state, tasks
 
 
 @contextlib.asynccontextmanager
@@ -77,8 +100,6 @@ async def open_pooling_engine(sym: _Symbols, args: Any) -> AsyncIterator[Pooling
 
     Raises :class:`BackendStartupError` when the engine does not start, or when it serves no
     embeddings (a model or runner that does not embed)."""
-    from starlette.datastructures import State
-
     try:
         engine_cm = sym.build_engine_client(args)
         engine_client = await engine_cm.__aenter__()
@@ -86,15 +107,7 @@ async def open_pooling_engine(sym: _Symbols, args: Any) -> AsyncIterator[Pooling
         raise BackendStartupError(f"the embeddings engine failed to start: {exc}") from exc
     try:
         try:
-            tasks = None
-            if hasattr(engine_client, "get_supported_tasks"):
-                tasks = await engine_client.get_supported_tasks()
-            state = State()
-            if "supported_tasks" in inspect.signature(sym.init_app_state).parameters \
-                    and tasks is not None:
-                await sym.init_app_state(engine_client, state, args, tasks)
-            else:
-                await sym.init_app_state(engine_client, state, args)
+            state, tasks = await serving_state(sym, engine_client, args)
         except Exception as exc:
             raise BackendStartupError(
                 f"the embeddings engine's serving layer failed to start: {exc}") from exc
