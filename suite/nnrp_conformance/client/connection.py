@@ -73,6 +73,10 @@ class NnrpClient(_ClientPump):
         self.frames_received = 0
         self.last_frame: tuple[str, int] | None = None
         self.bulk_polls = 0  # polls that asked for more than one frame (evidence, benchmarks)
+        # turns of the pump that took over a second (the process or machine did not run it),
+        # and their total length: waits for the server's answers do not count that time
+        self.pump_stalls = 0
+        self.pump_stalled_ns = 0
 
     # --- lifecycle -------------------------------------------------------------------------
     @classmethod

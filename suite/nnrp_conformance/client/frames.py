@@ -60,6 +60,8 @@ class _FrameRouter:
     frames_received: int
     last_frame: tuple[str, int] | None
     bulk_polls: int
+    pump_stalls: int
+    pump_stalled_ns: int
 
     def _finish(self, op: Operation, terminal: Terminal) -> None:
         raise NotImplementedError  # the client's: it runs on the loop side too

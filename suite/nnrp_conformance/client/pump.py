@@ -36,6 +36,11 @@ _IDLE_WAIT_S = 0.05
 _DRAIN_BATCH = 64
 # at most this many frames are read ahead of one cancel (a flood never ends by itself)
 _DRAIN_MAX_FRAMES = 4096
+# A turn of the pump's loop takes at most tens of milliseconds (an idle wait is 50 ms, a poll
+# 1 ms, a drain a few thousand frames); a turn longer than this means the pump did not run.
+_PUMP_STALL_NS = 1_000_000_000
+# refusals (3/4/105) in a row, with no cancel of ours unanswered, that mean the session is gone
+_GONE_LIMIT = 64
 
 
 class _ClientPump(_FrameRouter):
@@ -46,7 +51,12 @@ class _ClientPump(_FrameRouter):
     # --- pump thread ---------------------------------------------------------------------------
     def _pump(self) -> None:
         consecutive_gone = 0
+        last_turn = time.perf_counter_ns()
         while True:
+            turn = time.perf_counter_ns()
+            if turn - last_turn > _PUMP_STALL_NS:
+                self._forgive_stall(turn - last_turn)
+            last_turn = turn
             if self._commands:
                 self._drain_before_cancel()
                 with self._native_lock:
@@ -70,8 +80,13 @@ class _ClientPump(_FrameRouter):
                 self._release_held(None)
                 self._on_invalid_state(exc)
                 consecutive_gone += 1
-                if consecutive_gone > 64 and not self._cancels_unconfirmed():
-                    self._broken = f"session unusable: {status_text(exc)}"
+                if consecutive_gone > _GONE_LIMIT and not self._cancels_unconfirmed():
+                    self._broken = (
+                        f"session unusable: {status_text(exc)} {consecutive_gone} times in a "
+                        f"row with no cancel unanswered; {self.stale_errors} refused frames "
+                        f"in all, the pump stalled {self.pump_stalls} times "
+                        f"({self.pump_stalled_ns / 1e9:.1f} s)"
+                    )
                     self._fail_all(self._broken)
                 continue
             except NativeRuntimeError as exc:
@@ -84,6 +99,21 @@ class _ClientPump(_FrameRouter):
                 self._route(ev, now)
             if self._held:
                 self._release_held(now if events else None)
+
+    def _forgive_stall(self, gap_ns: int) -> None:
+        """The pump did not run for ``gap_ns`` (the process or the whole machine stalled):
+        the wait for each unanswered cancel does not count that time.
+
+        The server's answer to a cancel, and the stale frames ahead of it, may have been
+        waiting here all along. A stall longer than the wait (one of 127 s was seen in CI)
+        once expired every unanswered cancel before the pump could read a frame; the stale
+        frames then read as a dead session, and the client broke a live one (the cancel
+        storm on vLLM 0.22.1: "session unusable" in three of its sixteen lanes at once).
+        """
+        self.pump_stalls += 1
+        self.pump_stalled_ns += gap_ns
+        for frame_id in self._unconfirmed_cancels:  # all by one amount: order is kept
+            self._unconfirmed_cancels[frame_id] += gap_ns
 
     def _drain_before_cancel(self) -> None:
         """Read the frames already waiting before a queued cancel goes out.
