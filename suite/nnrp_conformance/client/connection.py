@@ -31,6 +31,10 @@ from nnrp_conformance.wire.pump import (
 from .operation import _DONE, _IN_FLIGHT, NnrpClientError, Operation, Terminal
 from .pump import _ClientPump
 
+# a command's wait goes in slices this long; one that comes back this much late was a stall
+_AWAIT_SLICE_S = 1.0
+_AWAIT_LATE_S = 1.0
+
 
 class NnrpClient(_ClientPump):
     """One nnrp-py connection and one session; async context manager."""
@@ -296,13 +300,34 @@ class NnrpClient(_ClientPump):
         return fut
 
     async def _await(self, fut: concurrent.futures.Future[Any], timeout: float, what: str) -> Any:
+        """Wait for the pump to run a command, for ``timeout`` seconds of this process's time.
+
+        The wait goes in slices; a slice that comes back more than a second late was a stall
+        of the process or the machine (no thread of ours ran), and counts only as long as it
+        was asked to be. After such a stall the event loop can wake before the pump has had
+        its turn, and a wait in plain wall time then blamed the session for the machine.
+        """
+        wrapped = asyncio.wrap_future(fut)
+        left = timeout
         try:
-            with anyio.fail_after(timeout):
-                return await asyncio.wrap_future(fut)
-        except TimeoutError:
-            raise NnrpClientError(f"{what}: the session did not answer within {timeout}s") from None
+            while True:
+                step = min(left, _AWAIT_SLICE_S)
+                started = time.monotonic()
+                done, _ = await asyncio.wait({wrapped}, timeout=step)
+                if done:
+                    return wrapped.result()
+                took = time.monotonic() - started
+                left -= step if took - step > _AWAIT_LATE_S else took
+                if left <= 0:
+                    raise NnrpClientError(
+                        f"{what}: the session did not answer within {timeout}s"
+                    )
         except NativeRuntimeError as exc:
             raise NnrpClientError(f"{what}: {status_text(exc)}") from None
+        finally:
+            # a waiter that gave up (or was cancelled) cancels the command's future: the pump
+            # then runs the command or not, and resolves nothing
+            wrapped.cancel()
 
     def _finish(self, op: Operation, terminal: Terminal) -> None:
         """Record the terminal once (any thread); later frames for the op become findings."""
