@@ -108,7 +108,7 @@ class _ClientPump(_FrameRouter):
         waiting here all along. A stall longer than the wait (one of 127 s was seen in CI)
         once expired every unanswered cancel before the pump could read a frame; the stale
         frames then read as a dead session, and the client broke a live one (the cancel
-        storm on vLLM 0.22.1: "session unusable" in three of its sixteen lanes at once).
+        storm of the real-vLLM tests: "session unusable" in three of its sixteen lanes at once).
         """
         self.pump_stalls += 1
         self.pump_stalled_ns += gap_ns
