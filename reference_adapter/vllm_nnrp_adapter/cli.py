@@ -1,4 +1,5 @@
-"""The ``vllm-nnrp`` command: ``serve``, ``probe``, ``conformance``, ``bench`` and ``tiny-model``.
+"""The ``vllm-nnrp`` command: ``serve``, ``probe``, ``conformance``, ``manifest``, ``bench`` and
+``tiny-model``.
 
 ``serve`` is the explicit start-up path: every argument that is not one of ours (all of
 ours start with ``--nnrp-``) goes unchanged to vLLM's own ``vllm serve`` parser, so every
@@ -20,6 +21,7 @@ from typing import Any
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM, __version__
 from .benchmark import main as bench_main
 from .conformance import main as conformance_main
+from .conformance import manifest_for_vllm
 from .logs import ADAPTER_LOGGER
 from .probe import command as probe_command
 from .release import main as release_main
@@ -27,7 +29,7 @@ from .scaleout import explicit_path_problem
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
-from .vllm_backend import detect_vllm_version
+from .vllm_backend import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
 log = logging.getLogger("vllm_nnrp_adapter")
 
@@ -81,6 +83,42 @@ def cmd_conformance(argv: Sequence[str]) -> int:
     return conformance_main(list(argv))
 
 
+def cmd_manifest(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="vllm-nnrp manifest",
+        description="Print the capability manifest a suite run against a deployment of this "
+        "adapter uses: what the adapter claims on that vLLM version, with or without an "
+        "embeddings engine (`nnrp-conformance run --manifest FILE`).",
+    )
+    p.add_argument("--vllm-version", metavar="VERSION",
+                   help="the vLLM the deployment runs (default: the one installed here)")
+    p.add_argument("--embeddings", action="store_true",
+                   help="the deployment runs an embeddings engine (`vllm-nnrp serve "
+                   "--nnrp-embeddings-engine`); without one, embeddings.create is not claimed, "
+                   "as under `vllm serve` with the plugin")
+    p.add_argument("--out", type=Path, metavar="FILE", help="write it to FILE, not to stdout")
+    args = p.parse_args(list(argv))
+    version = args.vllm_version or detect_vllm_version()
+    if version is None:
+        p.error("no vLLM is installed here: give --vllm-version, the version the deployment runs")
+    try:
+        check_version_supported(version)
+    except UnsupportedVllmVersion:
+        p.error(f"vLLM {version} is outside the supported line {SUPPORTED_VLLM}: the adapter "
+                "claims nothing there")
+    text = manifest_for_vllm(version, embeddings=args.embeddings).read_text(encoding="utf-8")
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        p.error(f"cannot write {args.out}: {exc.strerror or exc}")
+    print(f"wrote {args.out} (vLLM {version}, "
+          f"{'with' if args.embeddings else 'without'} an embeddings engine)", file=sys.stderr)
+    return 0
+
+
 def cmd_release(argv: Sequence[str]) -> int:
     return release_main(list(argv))
 
@@ -109,6 +147,7 @@ COMMANDS: dict[str, Any] = {
     "serve": (cmd_serve, "serve a model with vLLM over NNRP"),
     "probe": (probe_command, "health probe: is an NNRP endpoint serving its capability document?"),
     "conformance": (cmd_conformance, "start the adapter on the embedded default and run the suite"),
+    "manifest": (cmd_manifest, "print the manifest a suite run against a deployment uses"),
     "release": (cmd_release, "the whole release run: suite, benchmarks, release gate"),
     "bench": (cmd_bench, "benchmarks (wire, mapper, latency, cancel, smoke, parity)"),
     "tiny-model": (cmd_tiny_model, "create the tiny local test model"),

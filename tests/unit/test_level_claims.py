@@ -261,3 +261,49 @@ def test_models_list_takes_any_object_and_nothing_else():
 ], ids=lambda e: e["type"])
 def test_level2_builders_emit_schema_valid_events(event):
     assert validate_event(event) == []
+
+
+def _manifest_command(argv: list[str], capsys) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    from vllm_nnrp_adapter.cli import main as vllm_nnrp
+    try:
+        code = vllm_nnrp(["manifest", *argv])
+    except SystemExit as exc:  # argparse's error exit
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_manifest_command_prints_what_a_deployment_claims(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`vllm-nnrp manifest` is the operator's way to the manifest of a suite run: the same
+    file the release and the real-vLLM tests use, per line and embeddings engine."""
+    cases = {
+        (CURRENT_LINE_TESTED, False): manifest_for_vllm(CURRENT_LINE_TESTED),
+        (CURRENT_LINE_TESTED, True): default_manifest_path(),
+        (LOWER_BOUND_TESTED, False): manifest_for_vllm(LOWER_BOUND_TESTED),
+    }
+    for (version, embeddings), expected in cases.items():
+        code, out, _ = _manifest_command(
+            ["--vllm-version", version, *(["--embeddings"] if embeddings else [])], capsys)
+        assert code == 0
+        assert json.loads(out) == json.loads(expected.read_text()), (version, embeddings)
+        assert validate("manifest", json.loads(out)) == []
+        names = [op["name"] for op in json.loads(out)["operations"]]
+        assert (contract.OP_EMBEDDINGS_CREATE in names) is (embeddings and version == CURRENT_LINE_TESTED)
+    dest = tmp_path / "adapter.json"
+    code, out, err = _manifest_command(["--vllm-version", CURRENT_LINE_TESTED, "--out", str(dest)],
+                                       capsys)
+    assert code == 0 and out == "" and str(dest) in err
+    assert dest.read_text() == manifest_for_vllm(CURRENT_LINE_TESTED).read_text()
+
+
+def test_the_manifest_command_says_what_is_wrong(capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = _manifest_command(["--vllm-version", "0.17.0"], capsys)
+    assert code == 2 and out == ""
+    assert "vLLM 0.17.0 is outside the supported line" in err and "Traceback" not in err
+    import vllm_nnrp_adapter.cli as cli
+    monkeypatch.setattr(cli, "detect_vllm_version", lambda: None)
+    code, out, err = _manifest_command([], capsys)
+    assert code == 2 and "no vLLM is installed here: give --vllm-version" in err
+    code, out, err = _manifest_command(["--vllm-version", CURRENT_LINE_TESTED, "--out",
+                                        str(tmp_path / "missing" / "adapter.json")], capsys)
+    assert code == 2 and f"cannot write {tmp_path / 'missing' / 'adapter.json'}" in err
