@@ -22,6 +22,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate_event
 from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.mapping import stalled_event
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
 from vllm_nnrp_adapter.responses_mapping import ResponsesMapper
 from vllm_nnrp_adapter.vllm_backend import BackendError
@@ -50,6 +51,7 @@ class ReplayBackend:
         self.aborted: list[str] = []
         self.running: set[str] = set()
         self.closed: list[str] = []
+        self.hang = False  # models.list and embeddings.create never answer
 
     async def chat(self, body: dict, *, request_id: str) -> Any:
         raise BackendError("internal", "chat is not replayed here")
@@ -85,10 +87,14 @@ class ReplayBackend:
             self.running.discard(request_id)
 
     async def list_models(self) -> dict:
+        if self.hang:
+            await anyio.sleep(3600)
         return fixture("models")
 
     async def embeddings(self, body: dict, *, request_id: str) -> dict:
         """The recorded answer of the embeddings engine for the same input."""
+        if self.hang:
+            await anyio.sleep(3600)
         for entry in fixture("embeddings")["requests"].values():
             if entry["request"]["input"] == body.get("input") \
                     and entry["request"]["model"] == body.get("model"):
@@ -111,8 +117,8 @@ def responses(**body: Any) -> dict:
             "body": {"model": "tiny-model", "input": "Say hello.", **body}}
 
 
-async def serve(backend: ReplayBackend):  # type: ignore[no-untyped-def]
-    adapter = VllmNnrpAdapter(backend, MANIFEST)
+async def serve(backend: ReplayBackend, **settings: Any):  # type: ignore[no-untyped-def]
+    adapter = VllmNnrpAdapter(backend, MANIFEST, **settings)
     return NnrpServer(adapter.handle)
 
 
@@ -251,3 +257,18 @@ async def test_the_lower_bound_line_is_offered_level_1_only() -> None:
             _, term = await run(client, {"schema_version": contract.SCHEMA_VERSION,
                                          "operation": operation, "body": {"input": "hi"}})
             assert term.event["error"]["code"] == contract.ERR_UNSUPPORTED_OPERATION
+
+
+async def test_a_backend_that_never_answers_models_or_embeddings_ends_in_the_stall_error() -> None:
+    """models.list and embeddings.create are awaited whole: a backend that never answers
+    ends, after the stall bound, in the same error a stalled stream gets."""
+    backend = ReplayBackend()
+    backend.hang = True
+    async with await serve(backend, backend_stall_timeout_s=0.2) as srv, \
+            await NnrpClient.connect(srv.address) as client:
+        recorded = fixture("embeddings")["requests"]["shape"]["request"]
+        for env in ({"schema_version": contract.SCHEMA_VERSION,
+                     "operation": contract.OP_MODELS_LIST, "body": {}}, embeddings(**recorded)):
+            events, term = await run(client, env)
+            assert events == [] and term.event == stalled_event(0.2), term
+            assert term.status_code == contract.WIRE_STATUS_SERVER_ERROR
