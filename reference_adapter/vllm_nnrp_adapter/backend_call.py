@@ -19,13 +19,26 @@ import anyio
 from .mapping import backend_error_event, stalled_event
 from .vllm_backend import BackendError
 
-__all__ = ["BackendCall", "record_failure"]
+__all__ = ["BackendCall", "failure_event", "record_failure"]
 
 
 def record_failure(record: Any, family: str) -> None:
     """Put a backend failure's family on the operation's record (if it is recorded)."""
     if record is not None:
         record.backend_error_family = family
+
+
+def failure_event(exc: BackendError | TimeoutError, record: Any,
+                  stall_s: float | None) -> dict[str, Any]:
+    """The terminal event for a :class:`BackendError`, or for a stall (``TimeoutError`` of the
+    stall bound), its failure family recorded. A request awaited whole (``models.list``,
+    ``embeddings.create``) has nothing left to abort once the await is left; a streamed one
+    aborts first (:meth:`BackendCall.failure_event`)."""
+    if isinstance(exc, BackendError):
+        record_failure(record, exc.family)
+        return backend_error_event(exc)
+    record_failure(record, "engine_failure")
+    return stalled_event(stall_s)
 
 
 class BackendCall:
@@ -55,12 +68,9 @@ class BackendCall:
     async def failure_event(self, exc: BackendError | TimeoutError) -> dict[str, Any]:
         """The terminal event for a :class:`BackendError`, or for a stall (``TimeoutError``
         of the stall bound), which aborts the request first."""
-        if isinstance(exc, BackendError):
-            self.failed(exc.family)
-            return backend_error_event(exc)
-        await self.abort()
-        self.failed("engine_failure")
-        return stalled_event(self.stall_s)
+        if not isinstance(exc, BackendError):
+            await self.abort()
+        return failure_event(exc, self.record, self.stall_s)
 
     async def close(self, stream: Any, *, finished: bool) -> None:
         """Tear the stream down: abort first when it was left early, then close it; both

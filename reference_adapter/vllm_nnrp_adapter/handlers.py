@@ -20,10 +20,10 @@ from typing import Any
 import anyio
 
 from . import profile
-from .backend_call import BackendCall, record_failure
+from .backend_call import BackendCall, failure_event
 from .bodies import check_embeddings_body, check_models_body, check_responses_body
 from .mapping import _usage_numbers as usage_numbers
-from .mapping import backend_error_event, map_backend_error, stalled_event
+from .mapping import map_backend_error
 from .profile import Envelope, ProfileError
 from .responses_mapping import ResponsesMapper
 from .stall import StallWatchdog
@@ -128,13 +128,8 @@ async def serve_models(
     try:
         with anyio.fail_after(adapter.backend_stall_timeout_s):
             body = await adapter.backend.list_models()
-    except BackendError as exc:
-        record_failure(record, exc.family)
-        yield backend_error_event(exc)
-        return
-    except TimeoutError:
-        record_failure(record, "engine_failure")
-        yield stalled_event(adapter.backend_stall_timeout_s)
+    except (BackendError, TimeoutError) as exc:
+        yield failure_event(exc, record, adapter.backend_stall_timeout_s)
         return
     yield profile.completed_event(body)
 
@@ -157,13 +152,8 @@ async def serve_embeddings(
     try:
         with anyio.fail_after(adapter.backend_stall_timeout_s):
             result = await backend.embeddings(body, request_id=request_id)
-    except BackendError as exc:
-        record_failure(record, exc.family)
-        yield backend_error_event(exc)
-        return
-    except TimeoutError:
-        record_failure(record, "engine_failure")
-        yield stalled_event(adapter.backend_stall_timeout_s)
+    except (BackendError, TimeoutError) as exc:
+        yield failure_event(exc, record, adapter.backend_stall_timeout_s)
         return
     if record is not None:
         record.backend_time_ns = time.perf_counter_ns() - started
