@@ -35,6 +35,7 @@ from .processes import (
     listening_tcp_ports,
     process_tree,
     shm_files_in_use,
+    start_process_group,
     stop_process_group,
 )
 from .scaleout import path_for_rank
@@ -305,13 +306,8 @@ class AdapterProcess:
         cmd, env = self.command(ready)
         t0 = time.monotonic()
         with open(log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
+            self._proc = start_process_group(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
             )
         try:
             self.info = self._await_ready(ready, t0, self.start_timeout, "the adapter")

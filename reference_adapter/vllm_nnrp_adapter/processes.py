@@ -1,6 +1,7 @@
 """The process trees the adapter's tooling starts (an adapter and its engine core, vLLM's own
-HTTP server): their pids, their listening TCP ports, the ``/dev/shm`` files they hold, and a
-bounded stop of the whole group that removes what the dead tree left behind."""
+HTTP server): their start in a group of their own inside the caller's session, their pids,
+their listening TCP ports, the ``/dev/shm`` files they hold, and a bounded stop of the whole
+group that removes what the dead tree left behind."""
 
 from __future__ import annotations
 
@@ -10,9 +11,24 @@ import signal
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["listening_tcp_ports", "orphaned_shm", "process_tree", "remove_leftovers",
-           "shm_files_in_use", "stop_process_group"]
+           "shm_files_in_use", "start_process_group", "stop_process_group"]
+
+
+def start_process_group(cmd: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+    """Start ``cmd`` as the leader of a new process group in the caller's session.
+
+    The group is what :func:`stop_process_group` ends, so nothing the child starts (vLLM's
+    engine core) outlives it. It is never a new *session*: with the kernel's autogroup
+    scheduling each session is a task group of its own, and a vLLM engine in a second task
+    group starved every process outside it for up to 33 s at a time on this project's 2-vCPU
+    machines (docs/vllm-cpu.md#machine-stalls). ``popen`` is passed to :class:`subprocess.Popen`.
+    """
+    if popen.get("start_new_session") or "preexec_fn" in popen:
+        raise ValueError("start_process_group keeps the child in the caller's session")
+    return subprocess.Popen(list(cmd), process_group=0, **popen)
 
 def stop_process_group(
     proc: subprocess.Popen,
@@ -21,7 +37,7 @@ def stop_process_group(
     known_pids: Iterable[int] = (),
     known_shm: Iterable[Path] = (),
 ) -> int | None:
-    """SIGTERM a child started with ``start_new_session``, then end what is left of its group.
+    """SIGTERM a child started by :func:`start_process_group`, then end what is left of its group.
 
     The group is ours (the child leads it), so nothing it started, such as vLLM's engine core,
     outlives it. Then the shared-memory files of the stopped processes go

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import stop_process_group
+from vllm_nnrp_adapter.processes import start_process_group, stop_process_group
 
 pytestmark = pytest.mark.real_vllm
 
@@ -56,9 +56,9 @@ def test_the_documented_serve_command_works_verbatim(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     with log.open("wb") as out:
-        proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block], cwd=REPO, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = start_process_group(["bash", "-euo", "pipefail", "-c", block], cwd=REPO,
+                                   env=env, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + START_LIMIT_S
         while "LISTENING 127.0.0.1:4433" not in log.read_text(errors="replace"):

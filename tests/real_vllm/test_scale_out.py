@@ -39,7 +39,12 @@ from vllm_nnrp_adapter.conformance import (
     engine_environment,
     manifest_for_vllm,
 )
-from vllm_nnrp_adapter.processes import process_tree, shm_files_in_use, stop_process_group
+from vllm_nnrp_adapter.processes import (
+    process_tree,
+    shm_files_in_use,
+    start_process_group,
+    stop_process_group,
+)
 from vllm_nnrp_adapter.settings import ENV_LISTEN
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
@@ -213,11 +218,10 @@ def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, 
     env = {**engine_environment(vllm_env["python"]), "VLLM_CPU_OMP_THREADS_BIND": "1",
            "VLLM_RPC_BASE_PATH": str(tmp_path), ENV_LISTEN: "127.0.0.1:0"}
     with log.open("wb") as out:
-        headless = subprocess.Popen(
+        headless = start_process_group(
             [vllm_env["python"], *VLLM_SERVE, "serve", str(vllm_env["model"]),
              *EMBEDDED_ENGINE_ARGS, *dp, "--headless", "--data-parallel-start-rank", "1"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True)
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     t0 = time.monotonic()
     front = None
     try:

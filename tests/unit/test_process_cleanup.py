@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import shm_files_in_use, stop_process_group
+from vllm_nnrp_adapter.processes import (
+    shm_files_in_use,
+    start_process_group,
+    stop_process_group,
+)
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="needs /dev/shm (Linux)")
 
@@ -37,11 +41,10 @@ def test_stopping_a_group_removes_the_shm_files_its_processes_left(tmp_path: Pat
     # a file the group held that a live process (this one) still holds: never removed
     try:
         with open(ours, "w") as keep:
-            proc = subprocess.Popen(
+            proc = start_process_group(
                 [sys.executable, "-c", CHILD, str(held), str(mapped), str(ours)],
                 stdout=subprocess.PIPE,
                 text=True,
-                start_new_session=True,
             )
             try:
                 assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

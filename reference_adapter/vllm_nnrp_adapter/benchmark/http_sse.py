@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 
 from vllm_nnrp_adapter.conformance import engine_environment
-from vllm_nnrp_adapter.processes import stop_process_group
+from vllm_nnrp_adapter.processes import start_process_group, stop_process_group
 
 __all__ = [
     "ChunkedDecoder",
@@ -290,13 +290,9 @@ class HttpServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
+            self._proc = start_process_group(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=engine_environment(self.python),
-                start_new_session=True,
             )
         while not self._healthy():
             if self._proc.poll() is not None:
