@@ -43,6 +43,13 @@ from .vllm_backend.lines import limitations
 
 console = Console(stderr=True)
 
+#: the long-by-count runs of the soak benchmark: (name, title, sessions, (operations, warm-up));
+#: ``--quick`` runs a twentieth of the operations
+LONG_RUNS = (
+    ("soak", "soak: resident memory flat", 4, (10_000, 1_000)),
+    ("load", "load: every event of every operation", 64, (64_000, 1_000)),
+)
+
 
 class Step:
     """One long step, shown with its progress and duration; failures are collected."""
@@ -179,6 +186,20 @@ def main(argv: Sequence[str]) -> int:
         "mapper benchmark",
         lambda: _bench(sys.executable, "mapper", ["--json", str(out / "bench" / "mapper.json")]),
     )
+    # the long-by-count runs: the test command proves the same properties at a size that
+    # proves them, the counts are recorded here, where the gate reads them
+    for name, title, sessions, (ops, warmup) in LONG_RUNS:
+        counts = (ops // 20, warmup // 20) if args.quick else (ops, warmup)
+        step(
+            f"{title} ({counts[0]:,} operations on {sessions} sessions)",
+            lambda name=name, sessions=sessions, counts=counts: _bench(
+                sys.executable,
+                "soak",
+                ["--name", name, "--sessions", str(sessions), "--ops", str(counts[0]),
+                 "--warmup", str(counts[1]), "--out", str(out / "bench" / f"{name}-run.json"),
+                 "--results", str(out / "bench" / f"{name}.json")],
+            ),
+        )
     (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
     console.rule("release gate")
     rc = subprocess.call(

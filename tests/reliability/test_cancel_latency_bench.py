@@ -16,8 +16,9 @@ from nnrp_conformance.client import NnrpClient
 from vllm_nnrp_adapter.benchmark import vllm as bench
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import serve_adapter
 from scripted_backend import Script, ScriptedBackend
+
+from conftest import serve_adapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 

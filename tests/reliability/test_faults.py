@@ -20,8 +20,9 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import MODEL, REPO, after_terminal_findings, chat, envelope, serve_adapter
 from scripted_backend import BUILTIN, Script, ScriptedBackend, expected_text
+
+from conftest import MODEL, REPO, after_terminal_findings, chat, envelope, serve_adapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 

@@ -1,11 +1,14 @@
-"""Load: 64 concurrent sessions x up to 1,000 operations on the scripted backend, with zero
-lost, duplicated or misordered events (every operation's events are checked exactly against
-the script it ran). The wall time and throughput are printed, not asserted.
+"""Load: 64 concurrent sessions on one server, each running operations back to back on the
+scripted backend, with zero lost, duplicated or misordered events (every operation's events
+are checked exactly against the script it ran). The wall time and throughput are printed, not
+asserted.
 
-Bounded in time: no session starts an operation after ``NNRP_LOAD_SECONDS`` (default 420 s),
-so a slow or loaded machine ends the test with fewer operations (printed) instead of running
-into CI's limit; every operation started must still end correctly. ``NNRP_LOAD_OPS``
-overrides the operations per session (default 1,000)."""
+The property is concurrency, not count: 64 sessions x 16 operations keep every session busy
+at once through all three scripts, which is what a lost or crossed event needs to show. The
+count (64 x 1,000) is the release run's (``vllm-nnrp release``: the ``load`` benchmark, whose
+``events_verdict`` the gate reads). ``NNRP_LOAD_OPS`` overrides the operations per session;
+no session starts an operation after ``NNRP_LOAD_SECONDS`` (default 120 s), and every
+operation started must still end correctly."""
 
 from __future__ import annotations
 
@@ -21,14 +24,15 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import after_terminal_findings, chat, envelope, serve_adapter
 from scripted_backend import BUILTIN, expected_text
+
+from conftest import after_terminal_findings, chat, envelope, serve_adapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 
 SESSIONS = 64
-OPS = int(os.environ.get("NNRP_LOAD_OPS", "1000"))
-BUDGET_S = float(os.environ.get("NNRP_LOAD_SECONDS", "420"))
+OPS = int(os.environ.get("NNRP_LOAD_OPS", "16"))
+BUDGET_S = float(os.environ.get("NNRP_LOAD_SECONDS", "120"))
 SCRIPTS = ("short", "default", "tools")
 
 
@@ -56,7 +60,7 @@ def _key(ev: dict) -> tuple[str, str]:
 
 
 @pytest.mark.timeout(BUDGET_S + 240)
-async def test_64_sessions_by_1000_operations() -> None:
+async def test_64_sessions_at_once_lose_no_event() -> None:
     expected = {s: _expected(s) for s in SCRIPTS}
     problems: list[str] = []
     counts = {"ops": 0, "started": 0, "events": 0}

@@ -15,9 +15,10 @@ from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate_event
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import chat, envelope, live_contexts, serve_adapter
 from corpus import Tally, corpus
 from scripted_backend import BUILTIN, expected_text
+
+from conftest import chat, envelope, live_contexts, serve_adapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 

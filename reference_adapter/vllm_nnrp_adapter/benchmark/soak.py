@@ -47,6 +47,7 @@ from vllm_nnrp_adapter.observability import Recorder
 
 from ..profile import load_manifest_document
 from ..settings import default_manifest_path
+from .common import write_results
 from .soak_backend import TOKENS, SyntheticBackend
 from .soak_memory import _LIBC, _census, _malloc, _mib, _rss
 from .soak_mix import (
@@ -58,6 +59,7 @@ from .soak_mix import (
     _kind,
 )
 from .soak_report import _print, _verdict
+from .soak_results import results_for_gate
 
 # SyntheticBackend and the mix's helpers are read from here by the tests
 __all__ = ["SyntheticBackend", "_classify", "_envelope", "_expected", "_key", "_kind", "main"]
@@ -220,6 +222,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also record the Python allocation sites that grew (slow)",
     )
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        help="also write the run as a benchmark-results document here, for the release gate",
+    )
+    parser.add_argument(
+        "--name",
+        choices=("soak", "load"),
+        default="soak",
+        help="the document's name: soak (RSS judged too) or load (events judged)",
+    )
     parser.add_argument("--drive", metavar="ADDRESS", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 256 or args.tokens < 2 or args.reconnect_every < 0:
@@ -246,7 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-    return 0 if doc["flat_within_10_percent"] and doc["clean"] else 1
+    if args.results:
+        write_results(results_for_gate(doc, args.name), args.results)
+    rss_judged = args.name == "soak"
+    return 0 if doc["clean"] and (doc["flat_within_10_percent"] or not rss_judged) else 1
 
 
 if __name__ == "__main__":

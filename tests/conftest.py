@@ -1,0 +1,36 @@
+"""The test run's time per test directory, printed at the end (set-up and teardown included,
+so a module's shared adapter counts where it is started): where the test command's minutes go."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SECONDS: defaultdict[str, float] = defaultdict(float)
+TESTS: defaultdict[str, set[str]] = defaultdict(set)
+
+
+def directory_of(nodeid: str) -> str:
+    """``tests/<dir>`` of a node id relative to the rootdir (``tests/unit/test_x.py::t`` →
+    ``tests/unit``); a test outside ``tests/`` counts under its first path part."""
+    parts = Path(nodeid.split("::", 1)[0]).parts
+    return "/".join(parts[:2]) if parts[:1] == ("tests",) and len(parts) > 2 else parts[0]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    where = directory_of(report.nodeid)
+    SECONDS[where] += report.duration
+    TESTS[where].add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not SECONDS:
+        return
+    terminalreporter.section("time per test directory")
+    for where, seconds in sorted(SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {len(TESTS[where]):4d} tests  {where}")
+    terminalreporter.write_line(f"{sum(SECONDS.values()):8.1f} s  in all")
