@@ -5,7 +5,11 @@ from __future__ import annotations
 import anyio
 
 from nnrp_conformance import contract
+from nnrp_conformance.gate.bench_condition import benchmark_own_failures
+from nnrp_conformance.gate.evidence import load_document
 from vllm_nnrp_adapter.benchmark import soak
+from vllm_nnrp_adapter.benchmark.common import write_results
+from vllm_nnrp_adapter.benchmark.soak_results import results_for_gate
 from vllm_nnrp_adapter.mapping import ChunkMapper
 
 TEXT = soak._expected("text", 4)
@@ -45,3 +49,32 @@ def test_the_mix_is_six_text_one_each_other_kind() -> None:
     assert kinds.count("text") == 6
     assert {k for k in kinds if k != "text"} == {"cancelled", "non_streaming", "tools", "malformed"}
     assert isinstance(soak._envelope(9), bytes)
+
+
+def _small_run(name: str) -> dict:
+    """A real soak run of 300 operations on 8 sessions (server and client in this process)."""
+    args = soak.build_parser().parse_args(["--name", name, "--sessions", "8", "--ops", "300",
+                                           "--warmup", "100", "--in-process"])
+    return anyio.run(soak._soak, args, backend="asyncio")
+
+
+def test_a_clean_run_is_a_gate_document_the_gate_passes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    doc = _small_run("load")
+    assert doc["clean"], doc["problems"]
+    path = write_results(results_for_gate(doc, "load"), tmp_path / "load.json")
+    loaded = load_document(path, "benchmark-results")
+    assert loaded.ok, loaded.problems
+    assert loaded.data["parameters"]["events_verdict"] == "pass"
+    assert "rss_verdict" not in loaded.data["parameters"]  # the load run judges events only
+    assert {m["name"] for m in loaded.data["metrics"]} == {"load.ops_per_s", "load.server_rss_mib"}
+    assert benchmark_own_failures(loaded) == []
+
+
+def test_a_lost_event_or_a_growing_server_fails_the_gate(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    doc = _small_run("soak")
+    lost = {**doc, "lost": 1, "clean": False}
+    grown = {**doc, "flat_within_10_percent": False}
+    for bad, key in ((lost, "events_verdict"), (grown, "rss_verdict")):
+        path = write_results(results_for_gate(bad, "soak"), tmp_path / f"{key}.json")
+        failures = benchmark_own_failures(load_document(path, "benchmark-results"))
+        assert failures == [f"{path}: the benchmark's own verdict {key} is 'fail'"]

@@ -62,7 +62,8 @@ from .soak_report import _print, _verdict
 from .soak_results import results_for_gate
 
 # SyntheticBackend and the mix's helpers are read from here by the tests
-__all__ = ["SyntheticBackend", "_classify", "_envelope", "_expected", "_key", "_kind", "main"]
+__all__ = ["SyntheticBackend", "_classify", "_envelope", "_expected", "_key", "_kind",
+           "build_parser", "main"]
 
 
 def _manifest() -> dict[str, Any]:
@@ -191,7 +192,7 @@ async def _drive_child(address: str, args: argparse.Namespace) -> dict[str, Any]
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vllm-nnrp bench soak",
         description=__doc__,
@@ -234,6 +235,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the document's name: soak (RSS judged too) or load (events judged)",
     )
     parser.add_argument("--drive", metavar="ADDRESS", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not 1 <= args.sessions <= 256 or args.tokens < 2 or args.reconnect_every < 0:
         parser.error("--sessions must be 1..256, --tokens at least 2, --reconnect-every ≥ 0")
