@@ -36,7 +36,6 @@ import anyio
 import pytest
 from long_context import MAX_TOKENS, long_context_adapter
 from probe import connect, engine_count
-from stalls import MACHINE
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
@@ -252,22 +251,13 @@ async def running(client: NnrpClient, observer: NnrpClient, env: dict):  # type:
     return op, rate
 
 
-def machine_seconds(since: float) -> float:
-    """Seconds since ``since`` that the machine ran: its recorded stalls excluded (stalls.py;
-    the watch starts with the first ``probe.connect``). A CI run once measured 4.5 s here
-    for an abort that takes 0.03 s, in a run whose machine stalled for minutes."""
-    now = time.monotonic()
-    return now - since - MACHINE.stalled_between(since, now)
-
-
 async def seconds_to_empty(observer: NnrpClient, since: float, limit: float = 20.0) -> float:
-    """Seconds of machine time from ``since`` until vLLM holds no request (inf past
-    ``limit``)."""
+    """Seconds from ``since`` until vLLM holds no request (inf past ``limit``)."""
     while await engine_count(observer) != 0:
-        if machine_seconds(since) > limit:
+        if time.monotonic() - since > limit:
             return float("inf")
         await anyio.sleep(0.02)
-    return machine_seconds(since)
+    return time.monotonic() - since
 
 
 def check_abort(cause: str, vllm_env: dict, held: float, still_needed: float) -> None:

@@ -1,7 +1,8 @@
 """The suite's client through a stall of its own process or machine, over the real wire.
 
-CI machines stop whole processes for seconds, once for 127 s (tests/real_vllm/stalls.py). The
-client's local bounds are there to end waits on a silent endpoint; a stall of the client's
+A client process can be paused (SIGSTOP, a debugger, a suspended VM or container, a long GC);
+the project's own CI machines once stopped it for up to 127 s (docs/vllm-cpu.md#machine-stalls).
+The client's local bounds are there to end waits on a silent endpoint; a stall of the client's
 own process is not the endpoint's silence, and must not break a live session or fail a
 command the pump runs as soon as it runs again. Each stall here is made by sleeping in the
 thread that would have run: the pump (in a wrapped nnrp-py call) or the event loop.
