@@ -10,7 +10,6 @@ end with ``assert await a.settle() == []``.
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ import pytest
 
 from nnrp_conformance import contract
 from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.benchmark.soak_memory import object_census
 from vllm_nnrp_adapter.nnrp_server import NnrpServer, OperationContext
 from vllm_nnrp_adapter.observability import Recorder
 
@@ -90,8 +90,8 @@ class AdapterUnderTest:
 
 
 def live_contexts() -> int:
-    gc.collect()
-    return sum(1 for o in gc.get_objects() if isinstance(o, OperationContext))
+    # counted as the soak counts (no other thread runs Python code meanwhile: soak_memory)
+    return object_census()[OperationContext.__qualname__]
 
 
 @contextlib.asynccontextmanager

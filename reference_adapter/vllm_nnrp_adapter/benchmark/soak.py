@@ -49,7 +49,7 @@ from ..profile import load_manifest_document
 from ..settings import default_manifest_path
 from .common import write_results
 from .soak_backend import TOKENS, SyntheticBackend
-from .soak_memory import _LIBC, _census, _malloc, _mib, _rss
+from .soak_memory import _LIBC, _malloc, _mib, _rss, object_census
 from .soak_mix import (
     _classify,
     _drive,
@@ -102,13 +102,13 @@ async def _soak(args: argparse.Namespace) -> dict[str, Any]:
                 s = sample()
                 if "warmup" not in marks and s["operations"] >= args.warmup:
                     marks["warmup"] = len(samples) - 1
-                    marks["census"] = _census()
+                    marks["census"] = object_census()
                     if tracing is not None:
                         marks["trace"] = tracing.take_snapshot()
                 elif "late" not in marks and s["operations"] >= args.ops * 0.9:
                     # the sessions are still open here (what they hold is freed at close)
                     marks["late"] = len(samples) - 1
-                    marks["census_late"] = _census()
+                    marks["census_late"] = object_census()
                     if tracing is not None and "trace" in marks:
                         diff = tracing.take_snapshot().compare_to(marks["trace"], "lineno")
                         marks["trace_top"] = [str(d) for d in diff[:10]]
@@ -135,7 +135,7 @@ async def _soak(args: argparse.Namespace) -> dict[str, Any]:
         open_tasks = len(server._tasks)
         unfinished = len(backend.unfinished)
         in_flight = recorder.snapshot()["in_flight"]
-        census_end = _census()
+        census_end = object_census()
         final = sample()
         trimmed = None
         if _LIBC is not None:

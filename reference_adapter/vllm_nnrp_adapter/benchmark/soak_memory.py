@@ -1,12 +1,13 @@
 """Process memory as the soak samples it: resident set (``/proc``) and glibc malloc's bytes in
 use and held free (``mallinfo2``, native allocations included), and the Python objects
-alive by type (:func:`_census`)."""
+alive by type (:func:`object_census`)."""
 
 from __future__ import annotations
 
 import ctypes
 import gc
 import os
+import sys
 from collections import Counter
 from typing import Any
 
@@ -60,6 +61,22 @@ def _mib(n: float) -> float:
     return round(n / 2**20, 2)
 
 
-def _census() -> Counter[str]:
+def object_census() -> Counter[str]:
+    """Live objects by type, counted while no other thread runs Python code.
+
+    ``gc.get_objects()`` also returns tuples another thread is still building, and a second
+    reference to one makes CPython's tuple constructor fail (``SystemError: bad argument to
+    internal function`` in ``_PyTuple_Resize``): 64 sessions' pump threads building nnrp-py's
+    event tuples hit it within seconds and one server session died of it. With a switch
+    interval longer than the count, this thread keeps the GIL until the list is gone.
+    """
     gc.collect()
-    return Counter(type(o).__qualname__ for o in gc.get_objects())
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(60.0)
+    try:
+        objects = gc.get_objects()
+        counts = Counter(type(o).__qualname__ for o in objects)
+        del objects
+    finally:
+        sys.setswitchinterval(interval)
+    return counts

@@ -15,7 +15,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 
 from .soak_backend import MODEL, _text
-from .soak_memory import _census, _mib, _rss
+from .soak_memory import _mib, _rss, object_census
 
 OP_TIMEOUT_S = 30.0
 
@@ -200,7 +200,7 @@ async def _drive(
         if finished == sessions:
             wall = time.perf_counter() - t0
             live["rss_mib"] = _mib(_rss())
-            live["objects_top"] = dict(_census().most_common(6))
+            live["objects_top"] = dict(object_census().most_common(6))
             all_done.set()
         await all_done.wait()
 
