@@ -157,7 +157,8 @@ def main(argv: Sequence[str]) -> int:
     if out.exists():
         # Evidence is regenerated whole: a stale file from an earlier run must not pass.
         for child in out.iterdir():
-            if child.is_dir() and (child.name.startswith("vllm-") or child.name == "bench"):
+            if child.is_dir() and (child.name.startswith("vllm-")
+                                   or child.name in ("bench", "long-runs")):
                 shutil.rmtree(child)
     out.mkdir(parents=True, exist_ok=True)
     log: list[dict[str, Any]] = []
@@ -196,7 +197,7 @@ def main(argv: Sequence[str]) -> int:
                 sys.executable,
                 "soak",
                 ["--name", name, "--sessions", str(sessions), "--ops", str(counts[0]),
-                 "--warmup", str(counts[1]), "--out", str(out / "bench" / f"{name}-run.json"),
+                 "--warmup", str(counts[1]), "--out", str(out / "long-runs" / f"{name}.json"),
                  "--results", str(out / "bench" / f"{name}.json")],
             ),
         )

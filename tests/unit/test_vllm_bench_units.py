@@ -10,7 +10,7 @@ import pytest
 from nnrp_conformance import contract, validation
 from nnrp_conformance.gate.requirements import load_policy
 from nnrp_conformance.gate.smoke import sequence_problems
-from vllm_nnrp_adapter.benchmark import common, parity
+from vllm_nnrp_adapter.benchmark import common, parity, soak_results
 from vllm_nnrp_adapter.benchmark import vllm as bench
 from vllm_nnrp_adapter.benchmark.common import (
     BENCH_CANCELLATION_LATENCY,
@@ -45,6 +45,8 @@ def test_required_metric_names_come_from_the_release_policy() -> None:
     assert by_name[BENCH_STREAMING_LATENCY] == (bench.TTFT_METRIC, bench.INTER_EVENT_METRIC)
     assert by_name[BENCH_CANCELLATION_LATENCY] == (bench.CANCEL_METRIC,)
     assert by_name[BENCH_PARITY] == (parity.NNRP_TPS, parity.HTTP_TPS)
+    for name in (common.BENCH_SOAK, common.BENCH_LOAD):
+        assert by_name[name] == (soak_results.OPS_PER_S[name], soak_results.SERVER_RSS[name])
     # every benchmark the policy requires is one the adapter's benchmarks write
     written = {getattr(common, n) for n in dir(common) if n.startswith("BENCH_")}
     assert set(by_name) == written

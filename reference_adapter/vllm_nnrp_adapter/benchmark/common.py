@@ -61,6 +61,8 @@ BENCH_MAPPER = "mapper"
 BENCH_STREAMING_LATENCY = "streaming-latency"
 BENCH_CANCELLATION_LATENCY = "cancellation-latency"
 BENCH_PARITY = "parity"
+BENCH_SOAK = "soak"
+BENCH_LOAD = "load"
 
 
 @functools.cache
