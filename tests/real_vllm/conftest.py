@@ -79,8 +79,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(item.path).parents and item.get_closest_marker("timeout") is None:
+        if here not in Path(item.path).parents:
+            continue
+        if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(REAL_VLLM_TIMEOUT_S))
+        # Under ``--dist loadgroup`` (scripts/test) each vLLM line's tests run in one worker,
+        # one line per worker: a line's engines are started and stopped one module at a time,
+        # and its session-scoped tiny model is built once. A test of no line uses the current one.
+        callspec = getattr(item, "callspec", None)
+        version = callspec.params.get("vllm_env") if callspec else None
+        item.add_marker(pytest.mark.xdist_group(f"vllm-{version or CURRENT_LINE_TESTED}"))
 
 
 def _refuse_other_checkouts(python: str) -> None:

@@ -40,7 +40,8 @@ from vllm_nnrp_adapter.conformance import AdapterProcess
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
 
 ABORT_BOUND_S = 3.0  # asserted; the target (<= 1 s) is what the printed figures are read against
-STORM_SECONDS = float(os.environ.get("NNRP_STORM_SECONDS", "60"))
+# 30 s give 16 lanes some hundreds of random cancels and disconnects at every stage of a stream
+STORM_SECONDS = float(os.environ.get("NNRP_STORM_SECONDS", "30"))
 FIGURES: dict[str, list[float]] = {}
 
 

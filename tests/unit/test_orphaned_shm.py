@@ -24,13 +24,16 @@ def _dead_pid() -> int:
 
 
 @pytest.fixture
-def files() -> Iterator[dict[str, Path]]:
+def files(tmp_path: Path) -> Iterator[dict[str, Path]]:
     tag = uuid.uuid4().hex[:8]
+    # The two orphans live outside /dev/shm: the real-vLLM tests' guard, which may run beside
+    # these tests in another worker, removes orphaned vLLM-named files from /dev/shm. The rule
+    # reads names and holders, not the folder; a holder is only seen in /dev/shm.
     made = {
-        "held": SHM / f"psm_test{tag}",
-        "free": SHM / f"sem.mp-test{tag}",
+        "held": SHM / f"nnrp-test-held-{tag}",
+        "free": tmp_path / f"sem.mp-test{tag}",
         "live_kmp": SHM / f"__KMP_REGISTERED_LIB_{os.getpid()}_{tag}",
-        "dead_kmp": SHM / f"__KMP_REGISTERED_LIB_{_dead_pid()}_{tag}",
+        "dead_kmp": tmp_path / f"__KMP_REGISTERED_LIB_{_dead_pid()}_{tag}",
     }
     for path in made.values():
         path.write_bytes(b"x")
