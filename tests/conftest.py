@@ -1,17 +1,23 @@
 """The test run's time per test directory, printed at the end (set-up and teardown included,
-so a module's shared adapter counts where it is started): where the test command's minutes go."""
+so a module's shared adapter counts where it is started): where the test command's minutes go.
+
+With ``NNRP_TEST_TIMES=FILE`` (scripts/test) each pytest run also appends its table and its
+outcome counts to FILE as one JSON line; ``scripts/test-times FILE`` prints the whole
+command's table from them."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import json
+import os
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
 SECONDS: defaultdict[str, float] = defaultdict(float)
 TESTS: defaultdict[str, set[str]] = defaultdict(set)
+OUTCOMES: Counter[str] = Counter()
 
 
 def directory_of(nodeid: str) -> str:
@@ -25,6 +31,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     where = directory_of(report.nodeid)
     SECONDS[where] += report.duration
     TESTS[where].add(report.nodeid)
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        outcome = "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome
+        OUTCOMES[outcome] += 1
+    elif report.when == "teardown" and report.failed:
+        OUTCOMES["error"] += 1
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -34,3 +45,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for where, seconds in sorted(SECONDS.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:8.1f} s  {len(TESTS[where]):4d} tests  {where}")
     terminalreporter.write_line(f"{sum(SECONDS.values()):8.1f} s  in all")
+    out = os.environ.get("NNRP_TEST_TIMES")
+    if out and not hasattr(terminalreporter.config, "workerinput"):
+        line = {"directories": {w: [round(s, 1), len(TESTS[w])] for w, s in SECONDS.items()},
+                "outcomes": dict(OUTCOMES)}
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")

@@ -17,6 +17,7 @@ import pytest
 
 from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from vllm_nnrp_adapter.conformance import (
+    AdapterProcess,
     ConformanceSetupError,
     engine_environment,
     tiny_model,
@@ -76,19 +77,32 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             terminalreporter.write_line(f"{nodeid}: {', '.join(names)}")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "current_line_only: runs on the current vLLM line only (docs/testing.md#real-vllm): what "
+        "it proves is the adapter's own, over a surface the lower bound shares",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
+    kept, dropped = [], []
     for item in items:
         if here not in Path(item.path).parents:
+            kept.append(item)
             continue
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(REAL_VLLM_TIMEOUT_S))
-        # Under ``--dist loadgroup`` (scripts/test) each vLLM line's tests run in one worker,
-        # one line per worker: a line's engines are started and stopped one module at a time,
-        # and its session-scoped tiny model is built once. A test of no line uses the current one.
         callspec = getattr(item, "callspec", None)
         version = callspec.params.get("vllm_env") if callspec else None
-        item.add_marker(pytest.mark.xdist_group(f"vllm-{version or CURRENT_LINE_TESTED}"))
+        if item.get_closest_marker("current_line_only") and version not in (None, CURRENT_LINE_TESTED):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def _refuse_other_checkouts(python: str) -> None:
@@ -123,3 +137,27 @@ def vllm_env(request, tmp_path_factory):
     _refuse_other_checkouts(python)
     model = tiny_model(python, tmp_path_factory.getbasetemp() / f"tiny-model-{version}")
     return {"version": version, "python": python, "model": model}
+
+
+# Adapters shared by the modules that need nothing of their own: a start-up costs 15-45 s of a
+# core. They live while their vLLM line's tests run (pytest runs one line after the other).
+
+
+@pytest.fixture(scope="session")
+def explicit_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
+    """``vllm-nnrp serve`` with the embeddings engine beside the generating one (the embedded
+    default's; on a line without Level 3 the adapter withholds it, and says so)."""
+    log_path = tmp_path_factory.mktemp(f"explicit-{vllm_env['version']}") / "adapter.log"
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
+                        embeddings=True) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
+def plugin_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
+    """``vllm serve`` with the NNRP plugin: the second start-up path. A test that stops it
+    (test_vllm_plugin_real's last) is the last of its line to use it."""
+    log_path = tmp_path_factory.mktemp(f"plugin-{vllm_env['version']}") / "vllm-serve.log"
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
+                        startup_path="vllm-plugin") as proc:
+        yield proc

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -42,12 +41,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
-    log_path = tmp_path_factory.mktemp(f"embeddings-{vllm_env['version']}") / "adapter.log"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
-                        embeddings=True) as proc:
-        yield proc
+@pytest.fixture
+def adapter(explicit_adapter: AdapterProcess) -> AdapterProcess:
+    return explicit_adapter  # the shared one runs the embeddings engine (conftest)
 
 
 def embeddings(**body: Any) -> dict:

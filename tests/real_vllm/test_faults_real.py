@@ -14,7 +14,10 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from vllm_nnrp_adapter.conformance import AdapterProcess
 
-pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
+# the adapter's own fault handling over vLLM's abort, the same on every line (the aborts and
+# levels modules prove the abort on the lower bound too)
+pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire,
+              pytest.mark.current_line_only]
 
 CANCELS = 40
 
@@ -24,14 +27,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def adapter(vllm_env):  # type: ignore[no-untyped-def]
-    proc = AdapterProcess(vllm_env["python"], vllm_env["model"])
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+@pytest.fixture
+def adapter(explicit_adapter: AdapterProcess) -> AdapterProcess:
+    return explicit_adapter
 
 
 def _env(max_tokens: int = 64, **nnrp: object) -> dict:

@@ -8,7 +8,6 @@ the operations themselves in depth, on the explicit path).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 from probe import connect
@@ -26,12 +25,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def served(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
-    log_path = tmp_path_factory.mktemp(f"levels-plugin-{vllm_env['version']}") / "vllm-serve.log"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
-                        startup_path="vllm-plugin") as proc:
-        yield proc
+@pytest.fixture
+def served(plugin_adapter: AdapterProcess) -> AdapterProcess:
+    return plugin_adapter  # shared with test_vllm_plugin_real, which stops it last (conftest)
 
 
 def envelope(operation: str, body: dict) -> dict:

@@ -47,7 +47,9 @@ from vllm_nnrp_adapter.processes import (
 )
 from vllm_nnrp_adapter.settings import ENV_LISTEN
 
-pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
+# several API servers and data-parallel ranks: the adapter's rank handling, read through the
+# version binding, on the current line (the binding's rank fields are unit-tested per family)
+pytestmark = [pytest.mark.real_vllm, pytest.mark.wire, pytest.mark.current_line_only]
 REPO = Path(__file__).resolve().parents[2]
 VLLM_SERVE = [str(Path(__file__).with_name("vllm_serve.py"))]
 

@@ -14,34 +14,32 @@ from pathlib import Path
 import pytest
 
 from nnrp_conformance.validation import validate
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from vllm_nnrp_adapter import CURRENT_LINE_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm, run_suite
 
 pytestmark = pytest.mark.real_vllm
 REPO = Path(__file__).resolve().parents[2]
 
 
-def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0", *,  # type: ignore[no-untyped-def]
-               embeddings: bool = False) -> dict:
-    """Serve real vLLM on ``listen`` (with ``embeddings``, the embedded default's embeddings
-    engine beside it), run the whole suite against it, require every selected recipe to
+def full_suite(vllm_env, ad: AdapterProcess, out: Path, *,  # type: ignore[no-untyped-def]
+               embeddings: bool) -> dict:
+    """Run the whole suite against the adapter ``ad`` serving real vLLM (with ``embeddings``,
+    the embedded default's embeddings engine beside it), require every selected recipe to
     pass; returns the run's figures."""
-    out = tmp_path / "conformance"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log",
-                        listen=listen, embeddings=embeddings) as ad:
-        assert ad.info["vllm_version"] == vllm_env["version"]
-        assert ad.info["startup_path"] == "explicit"
-        t0 = time.monotonic()
-        rc = run_suite(ad.address, manifest_for_vllm(vllm_env["version"], embeddings=embeddings),
-                       out)
-        suite_s = time.monotonic() - t0
-        rss = ad.rss_bytes()
-        address = ad.address
+    assert ad.info["vllm_version"] == vllm_env["version"]
+    assert ad.info["startup_path"] == "explicit"
+    t0 = time.monotonic()
+    rc = run_suite(ad.address, manifest_for_vllm(vllm_env["version"], embeddings=embeddings),
+                   out)
+    suite_s = time.monotonic() - t0
+    rss = ad.rss_bytes()
+    address = ad.address
     results = json.loads((out / "case-results.json").read_text())
     assert validate("case-results", results) == []
     failed = [r for r in results["results"] if r["outcome"] == "failed"]
     assert not failed, json.dumps(failed, indent=2)[:4000]
-    assert rc == 0, (tmp_path / "a.log").read_text()[-4000:]
+    assert ad.log_path is not None
+    assert rc == 0, ad.log_path.read_text()[-4000:]
     passed = {r["id"] for r in results["results"] if r["outcome"] == "passed"}
     # Every mandatory and claimed optional recipe ran and passed (nothing silently skipped).
     for r in results["results"]:
@@ -53,11 +51,13 @@ def full_suite(vllm_env, tmp_path, listen: str = "127.0.0.1:0", *,  # type: igno
             "suite_s": round(suite_s, 1), "passed": len(passed)}
 
 
-def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property):
-    """Every claimed recipe on each line; on the current line with the embeddings engine,
-    so the Level 3 embeddings recipes run too (the release's claim)."""
+def test_full_suite_passes_against_real_vllm(vllm_env, explicit_adapter, tmp_path,  # type: ignore[no-untyped-def]
+                                             record_property):
+    """Every claimed recipe on each line, against the shared explicit adapter with its
+    embeddings engine: on the current line the Level 3 embeddings recipes run too (the
+    release's claim); the lower bound withholds that operation and claims Level 1."""
     embeddings = vllm_env["version"] == CURRENT_LINE_TESTED
-    figures = full_suite(vllm_env, tmp_path, embeddings=embeddings)
+    figures = full_suite(vllm_env, explicit_adapter, tmp_path / "conformance", embeddings=True)
     if embeddings:
         results = json.loads((tmp_path / "conformance" / "case-results.json").read_text())
         embedded = [r for r in results["results"] if r["id"].startswith("level3.embeddings.")]
@@ -66,17 +66,17 @@ def test_full_suite_passes_against_real_vllm(vllm_env, tmp_path, record_property
     print("real-vLLM figures:", json.dumps(figures))
 
 
-#: each non-TCP transport nnrp-py ships (QUIC aside: docs/pytest-plugin.md#transports) served by
-#: real vLLM on one line of the supported range; TCP runs on both above
-OTHER_TRANSPORTS = {CURRENT_LINE_TESTED: "ipc", LOWER_BOUND_TESTED: "websocket"}
-
-
-def test_full_suite_passes_over_another_transport(vllm_env, tmp_path):
-    transport = OTHER_TRANSPORTS[vllm_env["version"]]
-    listen = f"ipc://{tmp_path / 'adapter.sock'}" if transport == "ipc" else "ws://127.0.0.1:0"
-    figures = full_suite(vllm_env, tmp_path, listen)
-    assert figures["address"].startswith("unix://" if transport == "ipc" else "ws://"), figures
-    print(f"real-vLLM figures over {transport}:", json.dumps(figures))
+@pytest.mark.current_line_only
+def test_full_suite_passes_over_another_transport(vllm_env, tmp_path):  # type: ignore[no-untyped-def]
+    """The suite over a local socket (``ipc://``) against real vLLM. The transport is NNRP's,
+    the same whatever vLLM serves, so it runs on the current line; the suite runs over every
+    transport nnrp-py ships against the example endpoint (tests/suite/test_transports.py)."""
+    listen = f"ipc://{tmp_path / 'adapter.sock'}"
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log",
+                        listen=listen) as ad:
+        figures = full_suite(vllm_env, ad, tmp_path / "conformance", embeddings=False)
+    assert figures["address"].startswith("unix://"), figures
+    print("real-vLLM figures over ipc:", json.dumps(figures))
 
 
 def test_backend_binding_in_the_vllm_venv(vllm_env):

@@ -33,17 +33,9 @@ pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def served(vllm_env, tmp_path_factory):  # type: ignore[no-untyped-def]
-    log_path = tmp_path_factory.mktemp(f"plugin-{vllm_env['version']}") / "vllm-serve.log"
-    proc = AdapterProcess(
-        vllm_env["python"], vllm_env["model"], log_path=log_path, startup_path="vllm-plugin"
-    )
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+@pytest.fixture
+def served(plugin_adapter: AdapterProcess) -> AdapterProcess:
+    return plugin_adapter  # the shared one (conftest); the last test here stops it
 
 
 def _port(address: str) -> int:
