@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+# taken out of the environment at start-up, so the pytest runs some tests start in a
+# subprocess (the backend binding's, in the vLLM venv) do not add lines of their own
+TIMES_FILE = os.environ.pop("NNRP_TEST_TIMES", None)
 SECONDS: defaultdict[str, float] = defaultdict(float)
 TESTS: defaultdict[str, set[str]] = defaultdict(set)
 OUTCOMES: Counter[str] = Counter()
@@ -45,7 +48,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for where, seconds in sorted(SECONDS.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:8.1f} s  {len(TESTS[where]):4d} tests  {where}")
     terminalreporter.write_line(f"{sum(SECONDS.values()):8.1f} s  in all")
-    out = os.environ.get("NNRP_TEST_TIMES")
+    out = TIMES_FILE
     if out and not hasattr(terminalreporter.config, "workerinput"):
         line = {"directories": {w: [round(s, 1), len(TESTS[w])] for w, s in SECONDS.items()},
                 "outcomes": dict(OUTCOMES)}

@@ -146,9 +146,14 @@ def vllm_env(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def explicit_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
     """``vllm-nnrp serve`` with the embeddings engine beside the generating one (the embedded
-    default's; on a line without Level 3 the adapter withholds it, and says so)."""
-    log_path = tmp_path_factory.mktemp(f"explicit-{vllm_env['version']}") / "adapter.log"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
+    default's; on a line without Level 3 the adapter withholds it, and says so).
+
+    On the current line it listens on a local socket (``ipc://``), so the whole suite also runs
+    over a second transport against real vLLM; everything else here is TCP."""
+    folder = tmp_path_factory.mktemp(f"explicit-{vllm_env['version']}")
+    ipc = vllm_env["version"] == CURRENT_LINE_TESTED
+    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=folder / "adapter.log",
+                        listen=f"ipc://{folder / 'adapter.sock'}" if ipc else "127.0.0.1:0",
                         embeddings=True) as proc:
         yield proc
 

@@ -55,9 +55,13 @@ def test_full_suite_passes_against_real_vllm(vllm_env, explicit_adapter, tmp_pat
                                              record_property):
     """Every claimed recipe on each line, against the shared explicit adapter with its
     embeddings engine: on the current line the Level 3 embeddings recipes run too (the
-    release's claim); the lower bound withholds that operation and claims Level 1."""
+    release's claim), over a local socket (``ipc://``: a second transport; the transport is
+    NNRP's, the same whatever vLLM serves, and the suite runs over every transport nnrp-py
+    ships against the example endpoint, tests/suite/test_transports.py); the lower bound
+    withholds that operation and claims Level 1, over TCP."""
     embeddings = vllm_env["version"] == CURRENT_LINE_TESTED
     figures = full_suite(vllm_env, explicit_adapter, tmp_path / "conformance", embeddings=True)
+    assert figures["address"].startswith("unix://") == embeddings, figures
     if embeddings:
         results = json.loads((tmp_path / "conformance" / "case-results.json").read_text())
         embedded = [r for r in results["results"] if r["id"].startswith("level3.embeddings.")]
@@ -65,18 +69,6 @@ def test_full_suite_passes_against_real_vllm(vllm_env, explicit_adapter, tmp_pat
     record_property("figures", json.dumps(figures))
     print("real-vLLM figures:", json.dumps(figures))
 
-
-@pytest.mark.current_line_only
-def test_full_suite_passes_over_another_transport(vllm_env, tmp_path):  # type: ignore[no-untyped-def]
-    """The suite over a local socket (``ipc://``) against real vLLM. The transport is NNRP's,
-    the same whatever vLLM serves, so it runs on the current line; the suite runs over every
-    transport nnrp-py ships against the example endpoint (tests/suite/test_transports.py)."""
-    listen = f"ipc://{tmp_path / 'adapter.sock'}"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=tmp_path / "a.log",
-                        listen=listen) as ad:
-        figures = full_suite(vllm_env, ad, tmp_path / "conformance", embeddings=False)
-    assert figures["address"].startswith("unix://"), figures
-    print("real-vLLM figures over ipc:", json.dumps(figures))
 
 
 def test_backend_binding_in_the_vllm_venv(vllm_env):
