@@ -28,6 +28,7 @@ from rich.console import Console
 from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE, POLICY_FILE
 
 from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from .benchmark.common import BENCH_LOAD, BENCH_SOAK
 from .conformance import (
     REPO_ROOT,
     AdapterProcess,
@@ -46,8 +47,8 @@ console = Console(stderr=True)
 #: the long-by-count runs of the soak benchmark: (name, title, sessions, (operations, warm-up)
 #: of the full run, the same of ``--quick``)
 LONG_RUNS = (
-    ("soak", "soak: resident memory flat", 4, (10_000, 1_000), (2_000, 500)),
-    ("load", "load: every event of every operation", 64, (64_000, 1_000), (6_400, 500)),
+    (BENCH_SOAK, "soak: resident memory flat", 4, (10_000, 1_000), (2_000, 500)),
+    (BENCH_LOAD, "load: every event of every operation", 64, (64_000, 1_000), (6_400, 500)),
 )
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import anyio
 import chat_profile
+from accepting import Acceptor
 from chat_profile import (
     OP_CAPABILITIES,
     OP_EMBEDDINGS,
@@ -69,7 +70,6 @@ from nnrp.runtime import (
     RuntimeRole,
 )
 from nnrp.server import (
-    NativeServerAcceptOptions,
     NativeServerBootstrapOptions,
     NativeServerEventKind,
     NativeServerProviderRoute,
@@ -85,6 +85,8 @@ BUSY_POLL_S = 0.001
 IDLE_POLL_S = 0.02
 #: a dead peer makes every poll fail at once; this many failures in a row end the session
 DEAD_PEER_POLLS = 200
+#: one accept's wait: how soon a stop is noticed while nobody connects
+ACCEPT_SLICE_MS = 200
 #: the operations each level adds to chat (docs/levels.md#claims)
 LEVEL_PLANNERS: dict[int, dict[str, Planner]] = {
     2: {OP_RESPONSES: plan_responses},
@@ -531,13 +533,14 @@ async def serve(listen: Listen, config: Config) -> None:
             # Announce readiness only once a stop signal is sure to end the endpoint cleanly.
             await tg.start(watch_signals)
             print(f"LISTENING {listen.announced(bound)}", flush=True)
+            acceptor = Acceptor(server)  # nnrp-py's own accept can lose a session
             while not stop.is_set():
                 try:
-                    ssess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
-                except NativeWouldBlockError:
-                    continue
+                    ssess = await anyio.to_thread.run_sync(acceptor.accept, ACCEPT_SLICE_MS)
                 except NativeRuntimeError as exc:
                     log(f"accept failed: {exc}")
+                    continue
+                if ssess is None:
                     continue
                 set_tcp_nodelay()
                 tg.start_soon(Session(ssess, config, stop).run)

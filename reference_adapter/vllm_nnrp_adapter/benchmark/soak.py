@@ -47,7 +47,7 @@ from vllm_nnrp_adapter.observability import Recorder
 
 from ..profile import load_manifest_document
 from ..settings import default_manifest_path
-from .common import write_results
+from .common import BENCH_LOAD, BENCH_SOAK, write_results
 from .soak_backend import TOKENS, SyntheticBackend
 from .soak_memory import _LIBC, _malloc, _mib, _rss, object_census
 from .soak_mix import (
@@ -230,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--name",
-        choices=("soak", "load"),
-        default="soak",
+        choices=(BENCH_SOAK, BENCH_LOAD),
+        default=BENCH_SOAK,
         help="the document's name: soak (RSS judged too) or load (events judged)",
     )
     parser.add_argument("--drive", metavar="ADDRESS", help=argparse.SUPPRESS)
@@ -267,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
     if args.results:
         write_results(results_for_gate(doc, args.name), args.results)
-    rss_judged = args.name == "soak"
+    rss_judged = args.name == BENCH_SOAK
     return 0 if doc["clean"] and (doc["flat_within_10_percent"] or not rss_judged) else 1
 
 

@@ -15,7 +15,7 @@ import anyio
 from nnrp.core import MessageType
 from nnrp.native import NativeInvalidStateError, NativeWouldBlockError
 from nnrp.runtime import PartialResultMetadata
-from nnrp.server import NativeServerAcceptOptions, NativeServerEventKind, listen_native_server
+from nnrp.server import NativeServerEventKind, listen_native_server
 
 from nnrp_conformance import contract
 from nnrp_conformance.wire import codec, nodelay
@@ -66,7 +66,7 @@ async def serve_naive(listen: str) -> None:
         tasks: set[asyncio.Task[None]] = set()
         while not stop.done():
             try:
-                sess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
+                sess = await _accept(server)
             except NativeWouldBlockError:
                 continue
             t = asyncio.ensure_future(_naive_session(sess))
@@ -183,11 +183,18 @@ async def serve_floor(listen: str) -> None:
         stop = asyncio.ensure_future(_until_stdin_closes())
         while not stop.done():
             try:
-                sess = await server.accept(NativeServerAcceptOptions(timeout_ms=200))
+                sess = await _accept(server)
             except NativeWouldBlockError:
                 continue
             nodelay.apply_nodelay()
             threading.Thread(target=_floor_session, args=(sess,), daemon=True).start()
+
+
+async def _accept(server: Any) -> Any:
+    """One 200-ms accept slice that keeps its accept ticket when it times out: nnrp-py's own
+    ``accept`` gives the ticket back, and a client handshaking at that moment gets a session
+    nobody serves (docs/sdk-defects.md#accept-timeout)."""
+    return await anyio.to_thread.run_sync(sdk.accept_blocking, server, 200)
 
 
 async def _until_stdin_closes() -> None:
