@@ -2,10 +2,12 @@
 
 Owns turning each schema under ``nnrp_conformance/schemas/`` into Markdown (a properties
 table per object: name, type, required, constraints, description; enums; nested objects;
-``$defs``; cross-schema links) and the closed error-code table from
-``nnrp_conformance.contract.ERROR_CODES``. Nothing is written to disk: the pages exist only
-inside the build, so the schemas stay the one source of truth. A schema file that no page
-covers, or an error code without an explanation here, fails the build.
+``$defs``; cross-schema links) and the recommended error-code table from
+``nnrp_conformance.contract.ERROR_CODES``. The pages are generated into ``docs/reference/``
+and checked in, so every link resolves in the repository as it is
+(``python docs/hooks/schema_reference.py`` writes them); the build fails when one is missing
+or stale, so the schemas stay the one source of truth. A schema file that no page covers, or
+an error code without an explanation here, fails the build too.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import json
 import re
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File, Files
+from mkdocs.structure.files import Files
 
 from nnrp_conformance import contract
 
@@ -83,7 +86,10 @@ PAGES: tuple[Page, ...] = (
         "reference/error-codes.md",
         "Error codes",
         ("error-body",),
-        "The profile's error body and its closed list of codes. Each code has one fixed "
+        "The profile's error body `{type, code, message}` and this suite's recommended "
+        "codes, each with the family it recommends. The profile fixes three codes "
+        "(upstream's recipes: `missing_messages`, `unsupported_operation`, `backend_error`); "
+        "the rest of the list is a recommendation (rule `error.code-choice`, non-strict). Each code has one recommended "
         "`error.type` family.",
     ),
     Page(
@@ -453,10 +459,13 @@ def error_code_table() -> list[str]:
         raise PluginError(
             "schema_reference: contract.ERROR_CODES and ERROR_CODE_MEANINGS disagree: "
             f"undocumented {sorted(codes - meanings)}, stale {sorted(meanings - codes)}")
-    out = ["## Closed code list {#closed-code-list}", "",
-           "From `nnrp_conformance.contract.ERROR_CODES`. The first four are upstream's, kept "
-           "exactly; the others are what Level 1 needs. An endpoint must not invent codes: "
-           "an error body with any other `code` fails schema validation.", "",
+    out = ["## Recommended code list {#closed-code-list}", "",
+           "From `nnrp_conformance.contract.ERROR_CODES`. What the profile fixes: the codes "
+           "upstream's recipes name (`missing_messages`, `unsupported_operation`, "
+           "`backend_error`: strict where a case maps to them; `backend_error` in any family). "
+           "The rest is this suite's recommendation: another code of the family the case "
+           "expects, or a code in another family than this table's, is `non-strict` "
+           "(`error.code-choice`, [Rules](rules.md)), a failure only with `--strict`.", "",
            "| code | `error.type` | when |", "| --- | --- | --- |"]
     for code, family in contract.ERROR_CODES.items():
         out.append(f"| {_code(code)} | {_code(family)} | {_cell(ERROR_CODE_MEANINGS[code])} |")
@@ -470,10 +479,30 @@ def render_pages() -> dict[str, str]:
     return {page.path: renderer.page(page) for page in PAGES}
 
 
+def stale_pages(docs: Path) -> list[str]:
+    """The generated pages whose checked-in copy under ``docs`` is missing or out of date."""
+    return [path for path, content in render_pages().items()
+            if not (docs / path).is_file() or (docs / path).read_text(encoding="utf-8") != content]
+
+
 def on_files(files: Files, config: Any) -> Files:
-    for path, content in render_pages().items():
-        if files.get_file_from_path(path) is not None:
-            raise PluginError(f"schema_reference: docs/{path} exists on disk; it is generated, "
-                              "delete the file")
-        files.append(File.generated(config, path, content=content))
+    # The pages are checked in (links resolve in the repository as it is); the build only
+    # refuses stale ones, so the schemas stay the one source of truth.
+    stale = stale_pages(Path(config["docs_dir"]))
+    if stale:
+        raise PluginError(f"schema_reference: {', '.join('docs/' + p for p in stale)} "
+                          "missing or stale: regenerate with python docs/hooks/schema_reference.py")
     return files
+
+
+def main() -> int:
+    """Write every generated page into docs/ (run from anywhere)."""
+    docs = Path(__file__).resolve().parents[1]
+    for path, content in render_pages().items():
+        (docs / path).write_text(content, encoding="utf-8")
+        print(f"wrote docs/{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

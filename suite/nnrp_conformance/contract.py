@@ -138,6 +138,16 @@ ERROR_CODES: Final = MappingProxyType(
 #: The codes the profile itself fixes (its document and upstream's recipes): strict, with no
 #: alias. The rest of ERROR_CODES is this project's recommendation.
 PROFILE_FIXED_ERROR_CODES: Final = ("missing_messages", "unsupported_operation", "backend_error")
+#: the two names the profile's documents give a usage's counts (input, output, total): its
+#: §11 example (input_tokens / output_tokens) and its §8 example, OpenAI's chat names
+#: (prompt_tokens / completion_tokens). Either is a reading of the profile.
+USAGE_NAME_SETS: Final = (
+    ("input_tokens", "output_tokens", "total_tokens"),
+    ("prompt_tokens", "completion_tokens", "total_tokens"),
+)
+#: codes the profile fixes without a family (upstream's recipe names only the code): any
+#: error.type is a reading of the profile; the family above is this suite's recommendation
+FAMILY_OPEN_ERROR_CODES: Final = ("backend_error",)
 #: Other implementations' names for a recommended code (alias -> recommended code): the
 #: upstream vLLM NNRP adapter's (NagareWorks/vllm-nnrp-adapter). An alias is ``non-strict``;
 #: its ``error.type`` must still be the recommended code's family. Never maps to a

@@ -119,6 +119,17 @@ def operation_flags(doc: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
     return out
 
 
+def stated_flags(doc: Mapping[str, Any]) -> dict[str, dict[str, bool]]:
+    """``{operation name: {flag: value}}`` with only the flags ``doc`` states (a boolean is
+    there): what agreement compares. An absent flag is unstated, never read as false."""
+    out: dict[str, dict[str, bool]] = {}
+    for op in doc.get("operations") or ():
+        if isinstance(op, Mapping) and isinstance(op.get("name"), str):
+            out[op["name"]] = {flag: op[flag] for flag in contract.OPERATION_FLAG_CAPABILITIES
+                               if isinstance(op.get(flag), bool)}
+    return out
+
+
 def _extensions(doc: Mapping[str, Any]) -> dict[str, bool]:
     return {
         ext["name"]: ext.get("critical") is True

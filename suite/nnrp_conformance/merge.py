@@ -4,7 +4,8 @@ one row per recipe, and where the runs disagree.
 :func:`load_run` reads one case-results document (schema-checked; errors name the file);
 :func:`merge_runs` lines the runs up. A run is named by its ``diagnostics.run`` metadata
 (target and transport, ``metadata.py``) or, for results written before runs carried it, by
-its file. The merged verdict passes only when no run has a failed case. Called out:
+its file. The merged verdict passes only when no run has a failed case (a case a baseline
+waived counts as waived, as in its own run; a non-strict one passed). Called out:
 
 * a recipe with different outcomes among the runs that ran it;
 * runs whose capability documents, manifests or recipe sets differ (digests), since their
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nnrp_conformance import contract, validation
+from nnrp_conformance import contract, rules, validation
 from nnrp_conformance.metadata import run_label
 
 __all__ = ["MergeError", "MergedRuns", "RunResults", "load_run", "merge_runs"]
@@ -45,7 +46,7 @@ class RunResults:
     path: Path
     label: str
     metadata: dict[str, Any]
-    outcomes: dict[str, str]  # recipe id -> passed / failed / skipped
+    outcomes: dict[str, str]  # recipe id -> passed / failed / skipped / waived
     adapter: str
 
     @property
@@ -97,8 +98,17 @@ def load_run(path: Path) -> RunResults:
             meta = run
             break
     label = run_label(meta) if meta.get("target") else str(path)
-    return RunResults(path, label, meta, {r["id"]: r["outcome"] for r in results},
+    return RunResults(path, label, meta, {r["id"]: _merged_outcome(r) for r in results},
                       doc["adapter"])
+
+
+def _merged_outcome(result: dict[str, Any]) -> str:
+    """What one case counts as in a merge: its run's own verdict. A case a baseline waived
+    keeps upstream's outcome ``failed`` in the file (the truth) but did not fail its run, and
+    does not fail the merge; a non-strict case is ``passed`` already."""
+    # baseline.py writes diagnostics.waived only when every failing rule had a live waiver
+    waived = (result.get("diagnostics") or {}).get("waived")
+    return rules.VERDICT_WAIVED if waived else str(result["outcome"])
 
 
 def _odd_ones(groups: dict[str, list[str]]) -> list[tuple[list[str], str]]:

@@ -156,13 +156,19 @@ def _semantic_problems(path: Path, data: dict[str, Any]) -> list[RecipeProblem]:
             problems.append(RecipeProblem(
                 path, f"/expect/events/{i}/max_count",
                 f"max_count {hi} is smaller than min_count {lo}"))
+    named = [(f"/expect/events/{i}/rule", e["rule"])
+             for i, e in enumerate(data.get("expect", {}).get("events", []))
+             if isinstance(e, dict) and isinstance(e.get("rule"), str)]
     beyond = data.get("beyond_profile")
     if isinstance(beyond, dict) and isinstance(beyond.get("rule"), str):
-        rule = rules.lookup(beyond["rule"])
-        if rule is None or rule.tag != rules.TAG_RECOMMENDATION or rule.id != beyond["rule"]:
+        named.append(("/beyond_profile/rule", beyond["rule"]))
+    for pointer, rule_id in named:
+        # only a recommendation can soften a miss: a recipe cannot make a rule of its own
+        rule = rules.lookup(rule_id)
+        if rule is None or rule.tag != rules.TAG_RECOMMENDATION or rule.id != rule_id:
             problems.append(RecipeProblem(
-                path, "/beyond_profile/rule", f"{beyond['rule']!r} is not a recommendation "
-                f"rule of the rulebook (docs/verdicts.md#rules)"))
+                path, pointer, f"{rule_id!r} is not a recommendation rule of the rulebook "
+                f"(docs/reference/rules.md)"))
     request = data.get("request", {})
     if "raw" in request and "envelope" in request:
         problems.append(RecipeProblem(

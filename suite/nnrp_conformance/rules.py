@@ -1,6 +1,7 @@
 """The rulebook: every rule id the suite reports, tagged ``profile`` or ``recommendation``.
 
-Owns loading ``rulebook.json`` (validated by ``rulebook.schema.json``), looking a rule id up
+Owns loading ``rulebook.json`` (validated by ``rulebook.schema.json``; a ``profile`` rule
+quotes the profile's own documents, a ``recommendation`` gives its rationale), looking a rule id up
 (an exact id, else the longest family id ending in ``.`` that prefixes it), and the verdict
 levels (Autobahn's Pass / Non-Strict / Fail / Info): a finding of a ``profile`` rule is
 ``failed``; of a ``recommendation`` rule, ``non-strict`` (``failed`` when the run is strict);
@@ -20,6 +21,7 @@ from types import MappingProxyType
 from nnrp_conformance import validation
 
 __all__ = [
+    "DOCUMENTS",
     "LEVELS",
     "LEVEL_FAILED",
     "LEVEL_INFORMATIONAL",
@@ -29,7 +31,9 @@ __all__ = [
     "TAG_RECOMMENDATION",
     "VERDICT_WAIVED",
     "Rule",
+    "Source",
     "case_level",
+    "citation",
     "finding_level",
     "lookup",
     "rulebook",
@@ -50,12 +54,46 @@ VERDICT_WAIVED = "waived"
 _FILE = Path(__file__).with_name("rulebook.json")
 
 
+#: the profile's documents a ``profile`` rule may quote: key -> (title, path of the verbatim
+#: copy in this repository; an upstream recipe's path is this folder plus the section)
+DOCUMENTS: Mapping[str, tuple[str, str]] = MappingProxyType({
+    "profile-design": ("profile design", "upstream/nnrp-doc/docs/en/design/openai-compatible-profile.md"),
+    "contract": ("public contract JSON", "upstream/nnrp-doc/docs/public/contracts/openai-compatible-1.json"),
+    "data-plane": ("NNRP data-plane spec", "upstream/nnrp-doc/docs/en/protocol/v1/data-plane.md"),
+    "upstream-recipe": ("upstream recipe", "recipes/upstream"),
+})
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the profile says what a rule enforces: document, section, the words themselves."""
+
+    document: str
+    section: str
+    quote: str
+
+    @property
+    def title(self) -> str:
+        """``profile design §7.1 Partial-Result Wire Mapping`` (the citation's words)."""
+        name = DOCUMENTS[self.document][0]
+        return f"{name} {self.section}" if self.document == "upstream-recipe" \
+            else f"{name} §{self.section}"
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
     tag: str
-    citation: str
     summary: str
+    sources: tuple[Source, ...] = ()  # a profile rule's quotes
+    rationale: str = ""  # a recommendation's reason
+
+    @property
+    def citation(self) -> str:
+        """One line: the sections a profile rule quotes, or a recommendation's rationale."""
+        if self.tag == TAG_PROFILE:
+            return "; ".join(dict.fromkeys(src.title for src in self.sources))
+        return self.rationale
 
 
 @functools.cache
@@ -63,7 +101,12 @@ def rulebook() -> Mapping[str, Rule]:
     """Rule id -> rule, from ``rulebook.json`` (schema-checked once)."""
     data = json.loads(_FILE.read_text(encoding="utf-8"))
     validation.check("rulebook", data)
-    return MappingProxyType({r["id"]: Rule(**r) for r in data["rules"]})
+    return MappingProxyType({
+        r["id"]: Rule(r["id"], r["tag"], r["summary"],
+                      tuple(Source(**src) for src in r.get("sources", ())),
+                      r.get("rationale", ""))
+        for r in data["rules"]
+    })
 
 
 def lookup(rule_id: str) -> Rule | None:
@@ -73,6 +116,13 @@ def lookup(rule_id: str) -> Rule | None:
         return book[rule_id]
     families = [k for k in book if k.endswith(".") and rule_id.startswith(k)]
     return book[max(families, key=len)] if families else None
+
+
+def citation(rule_id: str) -> str:
+    """What a finding of ``rule_id`` cites: the profile's sections it quotes, or (a
+    recommendation) its rationale; empty for an unknown id."""
+    rule = lookup(rule_id)
+    return rule.citation if rule is not None else ""
 
 
 def finding_level(rule_id: str, *, strict: bool = False) -> str:

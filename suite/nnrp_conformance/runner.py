@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import contract, validation
+from nnrp_conformance import contract, rules, validation
 from nnrp_conformance.checks import Finding, Observation, Verdict, judge
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
@@ -139,8 +139,7 @@ class CaseResult:
 def unresponsive_result(case: PlannedCase, why: str) -> CaseResult:
     """A case failed at once by the run-level rule: the endpoint stopped answering."""
     finding = Finding("endpoint.unresponsive", why, expected="frames from the endpoint",
-                      seen="nothing", spec=f"{contract.SCHEMA_VERSION} §3 terminal "
-                      "(every operation ends exactly once)")
+                      seen="nothing", spec=rules.citation("endpoint.unresponsive"))
     verdict = Verdict(contract.OUTCOME_FAILED, None, [finding], f"{case.id}: 1 finding(s): "
                       f"{finding}")
     return CaseResult(

@@ -216,10 +216,15 @@ class ConformanceCore:
                          or next(iter(self.manifest.models), None))
         if self.model_id is None and self.options.target:
             # Never run every recipe against the recipes' placeholder model (issue 14).
-            why = self.capabilities_error or "the capability document lists no model"
+            given = self.options.capabilities_file
+            if given is not None:  # the provider's file was read: say what it lacks
+                why, more = f"the capability document {given} lists no model", ""
+            else:
+                why = self.capabilities_error or "the capability document lists no model"
+                more = ", or the document with --nnrp-capabilities FILE"
             raise SetupError(f"no model to test: {why}, and the manifest "
                              f"{self.options.manifest} lists none; give one with --nnrp-model ID "
-                             f"(CLI: --model ID), or the document with --nnrp-capabilities FILE")
+                             f"(CLI: --model ID){more}")
         try:
             self.plan = build_plan(
                 recipes,

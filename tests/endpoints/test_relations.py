@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from relation_faults import FAULTS
 
+from nnrp_conformance import rules
+
 pytestmark = pytest.mark.wire
 
 HERE = Path(__file__).resolve().parent
@@ -51,8 +53,11 @@ def test_only_its_rule_catches_the_fault(tmp_path: Path, fault: str) -> None:
         proc.terminate()
         proc.wait(timeout=10)
     doc = json.loads((tmp_path / "r.json").read_text())
-    failed = {f["rule"] for r in doc["results"] for f in r["diagnostics"]["findings"]
-              if f["level"] == "failed"}
+    judged = {(f["rule"], f["level"]) for r in doc["results"]
+              for f in r["diagnostics"]["findings"] if f["level"] != "informational"}
     rule = FAULTS[fault][1]
-    assert done.returncode == 1, done.stdout
-    assert failed == {rule}, f"{fault}: failed rules {sorted(failed)}, want only {rule}"
+    # a relation the profile's words fix fails the run; one that is this project's reading of
+    # OpenAI's semantics is a recommendation: non-strict, and the run passes (issue 27)
+    level = rules.finding_level(rule)
+    assert judged == {(rule, level)}, f"{fault}: findings {sorted(judged)}, want only {rule}"
+    assert done.returncode == (1 if level == rules.LEVEL_FAILED else 0), done.stdout

@@ -60,7 +60,7 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                         ("capability.agreement", "capability.document")),
     "schema-invalid-event": ("schema violations", ("chat-streaming-text",), ("event.schema",)),
     "unknown-event-type": ("schema violations", ("chat-streaming-text",), ("event.schema",)),
-    "huge-event": ("schema violations", ("chat-streaming-text",), ("event.schema",)),
+    "huge-event": ("schema violations", ("chat-streaming-text",), ("event.value-limit",)),
     "non-streaming-bad-body": ("schema violations", ("chat-non-streaming-body",), ("nonstreaming.body",)),
     "garbage-frames": ("wire mapping", ("chat-streaming-text",), ("event.decode", "wire.partial_result.json",
                                                                    "wire.partial_result.utf8")),
@@ -74,7 +74,7 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                         ("timeout.total-deadline", "timeout.no-terminal")),
     "accepts-bad-wire": ("wire mapping (request)", ("wire-extra-frames", "wire-wrong-payload-kind"),
                          ("terminal.kind",)),
-    "extension-misuse": ("extension misuse", ("chat-streaming-text",), ("event.schema",)),
+    "extension-misuse": ("extension misuse", ("chat-streaming-text",), ("event.extra-field",)),
     # Level 2: responses.create
     "item-done-early": ("output-item lifecycle", ("responses-streaming-text",),
                         ("output-item.lifecycle",)),
@@ -103,8 +103,17 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 #: registry defects with no entry above (the reasons are in the comment on DEFECTS)
 UNKILLABLE = {"two-terminals"}
 
-#: defects that break a recommendation, not the profile: caught when the run is strict
-STRICT = {"ignores-timeout", "responses-no-usage", "responses-empty-push"}
+#: defects that break a recommendation, not the profile: caught when the run is strict.
+#: Moved here from a default-run kill by issue 27 (only the profile's words are strict):
+#: usage-twice (one usage summary is this project's reading), ignores-cancel-hint (the
+#: profile never says the endpoint acts on nnrp.cancel_after_events), item-done-early,
+#: delta-wrong-item, tool-call-item-mismatch (the profile has no output-item events) and
+#: embeddings-reversed (a repeated input's vectors: model behaviour, a non-goal).
+#: extension-misuse (an undeclared field: the profile closes no object) and huge-event (a
+#: 4 MiB delta: the profile sets no sizes) moved too.
+STRICT = {"ignores-timeout", "responses-no-usage", "responses-empty-push", "usage-twice",
+          "ignores-cancel-hint", "item-done-early", "delta-wrong-item",
+          "tool-call-item-mismatch", "embeddings-reversed", "extension-misuse", "huge-event"}
 
 
 def recipe_path(stem: str) -> Path:

@@ -13,6 +13,7 @@ step wrote, also after a failure.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -176,3 +177,26 @@ def test_the_documented_step_uses_the_action_as_it_is() -> None:
     assert required <= given <= set(ACTION["inputs"]), given
     table = {m.group(1) for m in re.finditer(r"^\| `([a-z-]+)` \|", page, flags=re.M)}
     assert table == set(ACTION["inputs"]), table
+
+
+def test_the_action_waits_for_an_endpoint_without_discovery(venv: Path, start_endpoint: Any,
+                                                            tmp_path: Path) -> None:
+    """Issue 27 item 7: the wait step gets the run's capability file and model, so an
+    endpoint without the discovery operation (recommended, not required) is waited for and
+    run like any other."""
+    doc = tmp_path / "capabilities.json"
+    doc.write_text(json.dumps({
+        "profile": "openai-compatible", "schema_version": "openai-compatible/1",
+        "adapter": "minimal-endpoint", "compatibility_levels": [1],
+        "operations": [{"name": "chat.completions.create", "streaming": True,
+                        "non_streaming": True, "tool_calls": True, "cancellation": True}],
+        "models": [{"id": "minimal-model", "owned_by": "minimal-endpoint"}]}))
+    with start_endpoint(tmp_path, None, ("--variant", "upstream-names")) as ep:
+        values = inputs(target=ep.address, manifest=str(ep.manifest), capabilities=str(doc),
+                        model="minimal-model")
+        waited, _ = run_step(step("Wait"), values, cwd=tmp_path, venv=venv)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        ran, outputs = run_step(step("Run the conformance"), values, cwd=tmp_path, venv=venv)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert outputs["exit-code"] == "0"
+    assert "warning" not in ran.stdout.lower()

@@ -142,3 +142,25 @@ def test_derive_refuses_a_document_without_operations() -> None:
     with pytest.raises(init.InitError, match="operations") as info:
         init.derive_manifest({**CAPS, "operations": []})
     assert info.value.exit_code == 3
+
+
+def test_init_from_a_capability_file_needs_no_discovery(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 27 item 7: the discovery operation is recommended, not required; an endpoint
+    without it starts from its document as a file."""
+    doc = tmp_path / "capabilities.json"
+    doc.write_text(json.dumps(CAPS), encoding="utf-8")
+    out = tmp_path / "manifest.json"
+    assert _run("--capabilities", str(doc), "--out", str(out)) == 0
+    manifest = json.loads(out.read_text(encoding="utf-8"))
+    assert validation.validate("manifest", manifest) == []
+    assert manifest["adapter"] == "acme-endpoint" and manifest["models"][0]["id"] == "acme-7b"
+    review = init.review_path(out).read_text(encoding="utf-8")
+    assert f"from the file `{doc}`" in review
+    assert f"--nnrp-capabilities {doc}" in capsys.readouterr().out
+    # errors name the file; nothing at all to read is a usage error that says what to give
+    assert _run("--capabilities", str(tmp_path / "nope.json"), "--out", str(out),
+                "--force") == contract.EXIT_USAGE
+    assert "nope.json: no such file" in capsys.readouterr().err
+    assert _run("--out", str(tmp_path / "m2.json")) == contract.EXIT_USAGE
+    assert "--capabilities FILE" in capsys.readouterr().err

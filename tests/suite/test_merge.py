@@ -120,3 +120,26 @@ def test_merge_errors_name_the_file(tmp_path: Path, runs: dict[str, Any]) -> Non
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{bad}: not a case-results document" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_runs_a_baseline_waived_merge_green(tmp_path: Path, start_endpoint: Any) -> None:
+    """Issue 27 item 8: a case a baseline waived did not fail its run and does not fail the
+    merge (its file keeps upstream's outcome ``failed``: the truth); three green runs, one
+    green merge. A non-strict case is merged as the pass it is."""
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "level1" / "chat-streaming-text.yaml"
+    baseline = tmp_path / "baseline.yaml"
+    paths = []
+    with start_endpoint(tmp_path, "schema-invalid-event") as ep:
+        common = ["--target", ep.address, "--manifest", str(ep.manifest), "--recipes",
+                  str(recipe), "--timeout", "10", "--baseline", str(baseline)]
+        first = cli(tmp_path, "run", *common, "--results", "w.json", "--baseline-update")
+        assert first.returncode == 1 and baseline.exists(), first.stdout + first.stderr
+        for n in range(3):
+            done = cli(tmp_path, "run", *common, "--results", f"r{n}.json")
+            assert done.returncode == 0, done.stdout + done.stderr
+            (result,) = json.loads((tmp_path / f"r{n}.json").read_text())["results"]
+            assert result["outcome"] == "failed" and result["diagnostics"]["waived"]
+            paths.append(str(tmp_path / f"r{n}.json"))
+    merged = cli(tmp_path, "merge", *paths)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert "merged verdict: PASSED" in merged.stdout

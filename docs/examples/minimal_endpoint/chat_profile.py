@@ -347,9 +347,10 @@ class _Chat:
 
     def usage_event(self, usage: dict[str, int]) -> dict[str, Any]:
         if self.defect == "wrong-usage-fields":
+            # neither of the profile's name sets (input/output, prompt/completion)
             fields = {
-                "prompt_tokens": usage["input_tokens"],
-                "completion_tokens": usage["output_tokens"],
+                "tokens_in": usage["input_tokens"],
+                "tokens_out": usage["output_tokens"],
                 "total_tokens": usage["total_tokens"],
             }
             return {"type": "response.usage", "usage": fields}

@@ -34,8 +34,8 @@ DEFECTS: Final = MappingProxyType(
         ),
         "bad-error-body": "response.error bodies lack error.message",
         "wrong-usage-fields": (
-            "response.usage carries prompt_tokens/completion_tokens instead of "
-            "input_tokens/output_tokens"
+            "response.usage counts named tokens_in/tokens_out: neither of the profile's name "
+            "sets (input_tokens/output_tokens, prompt_tokens/completion_tokens)"
         ),
         "capability-lies": (
             "the capability document claims level 2 and responses.create, which are not served"

@@ -211,20 +211,25 @@ class Session:
 
     # --- sending -------------------------------------------------------------------------
 
-    def restyled(self, op: Any, body: bytes) -> bytes:
-        """A conformant variant's way of writing an event (variants.py)."""
+    def restyled(self, op: Any, body: bytes) -> bytes | None:
+        """A conformant variant's way of writing an event (variants.py); None: not sent."""
         if self.config.variant is None:
             return body
         try:
             event = json.loads(body)
         except ValueError:
             return body  # a defect's deliberately broken body stays as it is
-        return encode(restyle(event, self.config.variant, op.operation_id)) \
-            if isinstance(event, dict) else body
+        if not isinstance(event, dict):
+            return body
+        styled = restyle(event, self.config.variant, op.operation_id)
+        return None if styled is None else encode(styled)
 
     async def send_partial(self, state: OpState, body: bytes) -> None:
         op = state.op
-        body = self.restyled(op, body)
+        styled = self.restyled(op, body)
+        if styled is None:
+            return
+        body = styled
         seq = state.sent + 1
         metadata = PartialResultMetadata(op.operation_id, seq, 0, seq - 1, len(body), 0)
         await op.send_partial_result(metadata, body)
@@ -234,7 +239,7 @@ class Session:
         op = state.op
         state.finished = True
         frame = build_typed_payload_frame(
-            PayloadKind.STRUCTURED_EVENT, self.restyled(op, encode(event)),
+            PayloadKind.STRUCTURED_EVENT, self.restyled(op, encode(event)) or encode(event),
             stream_semantics=StreamSemantics.SNAPSHOT,
         )
         packet = build_result_push_typed_payload_packet(
@@ -280,19 +285,28 @@ class Session:
         except NativeRuntimeError as exc:
             log(f"two-terminals: second terminal refused by the runtime: {exc}")
 
+    async def drop_deadline(self, state: OpState) -> None:
+        """An NNRP-level end for an expired deadline: DEADLINE_EXPIRED, no profile body."""
+        op = state.op
+        state.finished = True
+        metadata = ResultDropReasonMetadata(
+            op.operation_id, state.sent + 1, ResultDropReasonCode.DEADLINE_EXPIRED,
+            RuntimeRole.SERVER, 0, 0,
+        )
+        await op.send_result_drop(metadata, b"")
+
     async def drop_cancelled(self, state: OpState, reason: str) -> None:
         op = state.op
         state.finished = True
         code = ResultDropReasonCode.PEER_CANCELLED
-        diag = self.restyled(op, encode(
-            cancelled_event(
-                reason,
-                source=reason,
-                operation_id=op.operation_id,
-                events_sent=state.sent,
-                backend_aborted=True,
-            )
+        event = encode(cancelled_event(
+            reason,
+            source=reason,
+            operation_id=op.operation_id,
+            events_sent=state.sent,
+            backend_aborted=True,
         ))
+        diag = self.restyled(op, event) or event
         if self.config.defect == "cancel-wrong-drop":
             code, diag = ResultDropReasonCode.BACKPRESSURE, b""
         metadata = ResultDropReasonMetadata(
@@ -335,6 +349,12 @@ class Session:
         for _ in range(SLICE_EVENTS):
             now = time.monotonic()
             if state.deadline is not None and now >= state.deadline:
+                if config.variant == "timeout-cancelled":
+                    await self.drop_cancelled(state, "timeout")
+                    return
+                if config.variant == "timeout-drop":
+                    await self.drop_deadline(state)
+                    return
                 timeout = error_plan(
                     "timeout",
                     f"nnrp.timeout_ms {plan.timeout_ms} expired after {state.sent} events",

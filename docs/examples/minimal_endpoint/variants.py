@@ -6,6 +6,8 @@ strict. ``upstream-names`` answers like the upstream vLLM NNRP adapter
 (NagareWorks/vllm-nnrp-adapter): its error-code names, a top-level ``diagnostics`` field on
 every event, and no discovery operation (``nnrp.capabilities.get`` is answered
 ``unsupported_operation``, as the profile prescribes for an operation not advertised).
+``unstated-flags`` states in its capability document only the operation flags of the
+profile design's example (§13): a flag a document leaves out is unstated, not false.
 """
 
 from __future__ import annotations
@@ -20,8 +22,37 @@ VARIANTS: Final = MappingProxyType(
             "request_timeout, backend_overload), a top-level diagnostics field on every event, "
             "no discovery operation"
         ),
+        "unstated-flags": (
+            "a capability document with only the operation flags of the profile design's own "
+            "example (streaming, non_streaming, tool_calls): no cancellation flag"
+        ),
+        "error-param": "every error object carries OpenAI's param field (null)",
+        "own-codes": (
+            "its own codes of the right family for invalid requests (invalid_messages, "
+            "invalid_envelope, invalid_submit) instead of invalid_request"
+        ),
+        "chat-usage-names": (
+            "response.usage counts named prompt_tokens/completion_tokens (the profile's §8 "
+            "example) instead of input_tokens/output_tokens (its §11 example)"
+        ),
+        "backend-error-family": "backend_error in the invalid_request_error family",
+        "no-output-items": (
+            "Responses streams without response.output_item.added/done events (the profile's "
+            "event table has none)"
+        ),
+        "timeout-server-error": "an expired nnrp.timeout_ms ends in a server_error",
+        "timeout-cancelled": (
+            "an expired nnrp.timeout_ms ends in response.cancelled with reason timeout"
+        ),
+        "timeout-drop": "an expired nnrp.timeout_ms ends in an NNRP DEADLINE_EXPIRED drop",
     }
 )
+
+#: the variants whose own-code names replace invalid_request, by operation's body problem
+OWN_CODES: Final = ("invalid_messages", "invalid_envelope", "invalid_submit")
+
+#: the operation flags the profile design's capability-document example states (§13)
+PROFILE_EXAMPLE_FLAGS: Final = ("name", "streaming", "non_streaming", "tool_calls")
 
 #: our code -> the upstream adapter's name for it (the error.type family is unchanged)
 UPSTREAM_CODE_NAMES: Final = MappingProxyType(
@@ -41,8 +72,11 @@ def check_variant(name: str | None) -> str | None:
     raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")
 
 
-def restyle(event: dict[str, Any], variant: str | None, operation_id: int) -> dict[str, Any]:
-    """The event as the variant sends it."""
+def restyle(event: dict[str, Any], variant: str | None,
+            operation_id: int) -> dict[str, Any] | None:
+    """The event as the variant sends it (None: the variant does not send it)."""
+    if variant in _RESTYLES:
+        return _RESTYLES[variant](event, operation_id)
     if variant != "upstream-names":
         return event
     out = dict(event)
@@ -51,6 +85,58 @@ def restyle(event: dict[str, Any], variant: str | None, operation_id: int) -> di
         out["error"] = {**err, "code": UPSTREAM_CODE_NAMES[err["code"]]}
     out["diagnostics"] = {"adapter": "minimal-endpoint", "operation_id": operation_id}
     return out
+
+
+def _unstated_flags(event: dict[str, Any]) -> dict[str, Any]:
+    body = event.get("body")
+    if event.get("type") != "response.completed" or not isinstance(body, dict) \
+            or body.get("profile") != "openai-compatible":
+        return event
+    ops = [{k: v for k, v in op.items() if k in PROFILE_EXAMPLE_FLAGS} if isinstance(op, dict)
+           else op for op in body.get("operations") or ()]
+    return {**event, "body": {**body, "operations": ops}}
+
+
+def _error(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    err = event.get("error")
+    return {**event, "error": {**err, **changes}} if isinstance(err, dict) else event
+
+
+def _own_code(event: dict[str, Any], operation_id: int) -> dict[str, Any]:
+    err = event.get("error")
+    if not isinstance(err, dict) or err.get("code") != "invalid_request":
+        return event
+    return _error(event, code=OWN_CODES[operation_id % len(OWN_CODES)])
+
+
+def _usage_names(event: dict[str, Any], _op: int) -> dict[str, Any]:
+    usage = event.get("usage")
+    if event.get("type") != "response.usage" or not isinstance(usage, dict):
+        return event
+    renamed = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
+    return {**event, "usage": {renamed.get(k, k): v for k, v in usage.items()}}
+
+
+def _timeout_family(event: dict[str, Any], _op: int) -> dict[str, Any]:
+    err = event.get("error")
+    if isinstance(err, dict) and err.get("code") == "timeout":
+        return _error(event, type="server_error", code="deadline_exceeded")
+    return event
+
+
+_RESTYLES: Final = MappingProxyType({
+    "unstated-flags": lambda event, _op: _unstated_flags(event),
+    "error-param": lambda event, _op: _error(event, param=None),
+    "own-codes": _own_code,
+    "chat-usage-names": _usage_names,
+    "backend-error-family": lambda event, _op: _error(event, type="invalid_request_error")
+    if isinstance(event.get("error"), dict) and event["error"].get("code") == "backend_error"
+    else event,
+    "no-output-items": lambda event, _op: None
+    if event.get("type") in ("response.output_item.added", "response.output_item.done")
+    else event,
+    "timeout-server-error": _timeout_family,
+})
 
 
 def serves_discovery(variant: str | None) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import SPEC, Context, at, show, type_of
+from nnrp_conformance.checks.context import Context, at, show, type_of
 
 
 def _chat_completion_problems(body: Any) -> list[str]:
@@ -45,18 +45,17 @@ def check_nonstreaming(ctx: Context) -> None:
     if ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
     seq = ctx.seq
-    spec = f"{SPEC} §4 non-streaming: one logical result"
     for i, ev in enumerate(ctx.obs.events):
         ctx.fail("nonstreaming.single-result", f"a non-streaming request produced a partial "
                  f"result — {at(seq, i)}", index=i, expected="no partial results",
-                 seen=type_of(ev), spec=spec)
+                 seen=type_of(ev))
     if ctx.case.operation != contract.OP_CHAT_COMPLETIONS_CREATE:
         return  # the other operations' bodies: checks/responses.py, checks/discovery.py
     term = ctx.obs.terminal_event
     if type_of(term) != contract.EV_COMPLETED:
         ctx.fail("nonstreaming.body", "a successful non-streaming request must end with "
                  "response.completed carrying the chat completion", index=ctx.obs.terminal_index,
-                 expected=contract.EV_COMPLETED, seen=type_of(term), spec=spec)
+                 expected=contract.EV_COMPLETED, seen=type_of(term))
         return
     problems = _chat_completion_problems(term.get("body"))
     if problems:
@@ -64,4 +63,4 @@ def check_nonstreaming(ctx: Context) -> None:
                  + "; ".join(problems) + f" — {at(seq, len(ctx.obs.events))}",
                  index=len(ctx.obs.events),
                  expected="{id, object: chat.completion, choices[].message, finish_reason, usage}",
-                 seen=term.get("body"), spec=spec)
+                 seen=term.get("body"))

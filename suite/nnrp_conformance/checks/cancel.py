@@ -5,7 +5,7 @@ reason is a recommended one (``cancel.reason``)."""
 from __future__ import annotations
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import SPEC, Context, at, type_of
+from nnrp_conformance.checks.context import Context, at, type_of
 
 
 def check_cancel(ctx: Context) -> None:
@@ -21,13 +21,11 @@ def check_cancel(ctx: Context) -> None:
                  "RESULT_DROP_REASON and no response.cancelled for the frame within the case "
                  f"limit ({obs.extra.get('timeout_s')}s){local}",
                  expected="the endpoint's terminal for the cancelled frame",
-                 seen=obs.extra.get("delivery") or "nothing",
-                 spec=f"{SPEC} §3 cancellation: the cancel ends the operation exactly once")
+                 seen=obs.extra.get("delivery") or "nothing")
     if after is not None and obs.cancelled_at_index is None and after > 0:
         ctx.fail("cancel.not-sent", f"the operation ended after {len(obs.events)} event(s), "
                  f"before the cancel point ({after}): cancellation was not exercised",
-                 expected=f">= {after} events before the terminal", seen=len(obs.events),
-                 spec=f"{SPEC} §3 cancellation")
+                 expected=f">= {after} events before the terminal", seen=len(obs.events))
     nnrp = case.envelope.get("nnrp") if isinstance(case.envelope, dict) else None
     hint = nnrp.get("cancel_after_events") if isinstance(nnrp, dict) else None
     if isinstance(hint, int) and case.expected_terminal == contract.TERMINAL_CANCELLED \
@@ -36,7 +34,7 @@ def check_cancel(ctx: Context) -> None:
         if len(emitted) > hint:
             ctx.fail("cancel.hint", f"the endpoint emitted {len(emitted)} events although "
                      f"nnrp.cancel_after_events is {hint}", index=hint, expected=hint,
-                     seen=len(emitted), spec=f"{SPEC} §3 cancellation (in-band hint)")
+                     seen=len(emitted))
 
 
 def check_cancel_reason(ctx: Context) -> None:
@@ -47,5 +45,4 @@ def check_cancel_reason(ctx: Context) -> None:
         if isinstance(reason, str) and reason not in contract.CANCEL_SOURCES:
             ctx.fail("cancel.reason", f"response.cancelled.reason {reason!r} is outside the "
                      f"recommended reasons — {at(ctx.seq, i)}", index=i,
-                     expected=list(contract.CANCEL_SOURCES), seen=reason,
-                     spec=f"{SPEC} §4 response.cancelled (the reason list is open)")
+                     expected=list(contract.CANCEL_SOURCES), seen=reason)

@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from nnrp_conformance import contract, validation
-from nnrp_conformance.checks.context import SPEC, Context, type_of
+from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.errors import check_errors
 from nnrp_conformance.checks.stream import check_decode, check_exception, check_schema, check_wire
 from nnrp_conformance.checks.terminal import check_after_terminal, check_timeout
-from nnrp_conformance.manifest import operation_flags
+from nnrp_conformance.manifest import stated_flags
 
 
 def check_claims(ctx: Context) -> None:
@@ -22,8 +22,7 @@ def check_claims(ctx: Context) -> None:
         ctx.fail("capability.not-claimed",
                  f"the manifest claims Level {ctx.case.level} but not {', '.join(missing)}, "
                  f"which this mandatory Level {ctx.case.level} case requires",
-                 expected=list(ctx.case.required_capabilities), seen=sorted(missing),
-                 spec=f"{SPEC} §1 levels, §7 capability names")
+                 expected=list(ctx.case.required_capabilities), seen=sorted(missing))
 
 
 def _levels(doc: Mapping[str, Any]) -> list[int]:
@@ -33,58 +32,58 @@ def _levels(doc: Mapping[str, Any]) -> list[int]:
 def check_capability_document(ctx: Context) -> None:
     term = ctx.obs.terminal_event
     doc = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
-    spec = f"{SPEC} §6 capability document"
     if not isinstance(doc, dict):
         ctx.fail("capability.document", f"{contract.OP_CAPABILITIES_GET} must end with "
                  f"response.completed whose body is the capability document",
                  index=ctx.obs.terminal_index, expected="response.completed{body: document}",
-                 seen=term, spec=spec)
+                 seen=term)
         return
     _judge_document(ctx, doc, index=ctx.obs.terminal_index)
     fetched = ctx.capability_document
     if isinstance(fetched, dict) and fetched != doc:
         ctx.fail("capability.agreement", "the capability document differs between two "
-                 "fetches in one run", expected=fetched, seen=doc, spec=spec)
+                 "fetches in one run", expected=fetched, seen=doc)
 
 
 def _judge_document(ctx: Context, doc: dict[str, Any], *, index: int | None) -> None:
     """The capability document against its schema and the manifest, however it was had."""
-    spec = f"{SPEC} §6 capability document"
     for v in validation.validate("capability-document", doc):
         ctx.fail("capability.document", f"capability document: {v}",
-                 index=index, expected=v.schema_path, seen=v.pointer, spec=spec)
+                 index=index, expected=v.schema_path, seen=v.pointer)
     m = ctx.manifest
     if m is not None:
-        agree = f"{spec}; the manifest and the document must agree"
         if _levels(doc) != sorted(m.claimed_levels):
             ctx.fail("capability.agreement", "compatibility_levels differ",
-                     expected=sorted(m.claimed_levels), seen=_levels(doc), spec=agree)
-        doc_ops = operation_flags(doc)
-        for name in sorted(set(m.operations) | set(doc_ops)):
+                     expected=sorted(m.claimed_levels), seen=_levels(doc))
+        # agreement is judged on what both sides state: a flag one of them leaves out is
+        # unstated, not false (issue 27), and no message shows a value that was not sent
+        doc_ops, man_ops = stated_flags(doc), stated_flags(m.data)
+        for name in sorted(set(man_ops) | set(doc_ops)):
             if name not in doc_ops:
                 ctx.fail("capability.agreement", f"operation {name!r} is in the manifest but "
-                         f"not in the capability document", expected=name, seen=None,
-                         spec=agree)
-            elif name not in m.operations:
+                         f"not in the capability document", expected=name, seen=None)
+            elif name not in man_ops:
                 ctx.fail("capability.agreement", f"operation {name!r} is in the capability "
-                         f"document but not in the manifest", expected=None, seen=name,
-                         spec=agree)
-            elif doc_ops[name] != m.operations[name]:
-                diff = {f: {"manifest": m.operations[name][f], "document": doc_ops[name][f]}
-                        for f in m.operations[name] if m.operations[name][f] != doc_ops[name][f]}
-                ctx.fail("capability.agreement", f"operation {name!r} flags differ: {diff}",
-                         expected=m.operations[name], seen=doc_ops[name], spec=agree)
-        doc_ext = {e.get("name"): e.get("critical") is True
-                   for e in doc.get("extensions") or () if isinstance(e, dict)}
-        if doc_ext != m.extensions:
-            ctx.fail("capability.agreement", "extensions differ (name -> critical)",
-                     expected=m.extensions, seen=doc_ext, spec=agree)
+                         f"document but not in the manifest", expected=None, seen=name)
+            else:
+                both = sorted(set(man_ops[name]) & set(doc_ops[name]))
+                diff = {f: {"manifest": man_ops[name][f], "document": doc_ops[name][f]}
+                        for f in both if man_ops[name][f] != doc_ops[name][f]}
+                if diff:
+                    ctx.fail("capability.agreement", f"operation {name!r} flags differ: {diff}",
+                             expected={f: v["manifest"] for f, v in diff.items()},
+                             seen={f: v["document"] for f, v in diff.items()})
+        if "extensions" in doc:  # a document that says nothing of extensions states none
+            doc_ext = {e.get("name"): e.get("critical") is True
+                       for e in doc.get("extensions") or () if isinstance(e, dict)}
+            if doc_ext != m.extensions:
+                ctx.fail("capability.agreement", "extensions differ (name -> critical)",
+                         expected=m.extensions, seen=doc_ext)
         doc_models = {x.get("id") for x in doc.get("models") or () if isinstance(x, dict)}
         missing = [mid for mid in m.models if mid not in doc_models]
         if missing:
             ctx.fail("capability.agreement", f"models in the manifest but not served: "
-                     f"{missing}", expected=list(m.models), seen=sorted(map(str, doc_models)),
-                     spec=agree)
+                     f"{missing}", expected=list(m.models), seen=sorted(map(str, doc_models)))
 
 
 def discovery_missing(ctx: Context) -> bool:
@@ -107,8 +106,7 @@ def judge_missing_discovery(ctx: Context) -> None:
     ctx.fail("capability.discovery", f"the endpoint does not serve the discovery operation "
              f"{op} (it answered unsupported_operation)", index=ctx.obs.terminal_index,
              expected=f"{op} answered with response.completed{{body: document}}",
-             seen=contract.ERR_UNSUPPORTED_OPERATION,
-             spec=f"{SPEC} §6 capability document (how to fetch it is open)")
+             seen=contract.ERR_UNSUPPORTED_OPERATION)
     doc = ctx.capability_document
     if ctx.capability_file and isinstance(doc, dict):
         ctx.note("capability.discovery", f"capability document judged from the file "

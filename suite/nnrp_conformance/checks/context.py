@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
 
 
-SPEC = contract.SCHEMA_VERSION
 
 
 _SHOW = 400  # characters of event JSON quoted in a finding
@@ -75,6 +74,25 @@ def mismatch(actual: Any, expected: Any, path: str = "") -> str | None:
     return None
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def usage_names(usage: Any) -> tuple[str, str, str] | None:
+    """The profile's name set (input, output, total) ``usage`` uses with three non-negative
+    integer counts, or None (contract.USAGE_NAME_SETS: either reading passes)."""
+    if not isinstance(usage, dict):
+        return None
+    return next((names for names in contract.USAGE_NAME_SETS
+                 if all(_count(usage.get(k)) for k in names)), None)
+
+
+def usage_counts(usage: Any) -> tuple[int, int, int] | None:
+    """``usage``'s (input, output, total) under whichever of the profile's names it uses."""
+    names = usage_names(usage)
+    return (usage[names[0]], usage[names[1]], usage[names[2]]) if names else None
+
+
 @dataclass
 class Context:
     case: PlannedCase
@@ -86,15 +104,16 @@ class Context:
     capability_file: str | None = None
 
     def fail(self, rule: str, message: str, *, index: int | None = None, expected: Any = None,
-             seen: Any = None, spec: str = "") -> None:
+             seen: Any = None) -> None:
         """A broken rule: ``failed`` for a profile rule, ``non-strict`` for a recommendation
-        (``failed`` when strict); the rule's tag lives in the rulebook, not here."""
+        (``failed`` when strict); the rule's tag and its citation live in the rulebook."""
         level = rules.finding_level(rule, strict=self.strict)
-        self.findings.append(Finding(rule, message, index, expected, seen, spec, level))
+        self.findings.append(Finding(rule, message, index, expected, seen,
+                                     rules.citation(rule), level))
 
-    def note(self, rule: str, message: str, *, seen: Any = None, spec: str = "") -> None:
+    def note(self, rule: str, message: str, *, seen: Any = None) -> None:
         """Evidence worth reporting that judges nothing (``informational``)."""
-        self.findings.append(Finding(rule, message, None, None, seen, spec,
+        self.findings.append(Finding(rule, message, None, None, seen, rules.citation(rule),
                                      rules.LEVEL_INFORMATIONAL))
 
     @property

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import SPEC, Context, show, type_of
+from nnrp_conformance.checks.context import Context, show, type_of
 
 __all__ = ["DISCOVERY_CHECKS"]
 
@@ -60,8 +60,7 @@ def check_models_list(ctx: Context) -> None:
     if problems:
         ctx.fail("models.body", "the models.list answer is not an OpenAI model list: "
                  + "; ".join(problems), index=where,
-                 expected="{object: list, data: [{id, object: model, owned_by}]}", seen=body,
-                 spec=f"{SPEC} Level 3 (docs/levels.md#models-list); OpenAI GET /v1/models")
+                 expected="{object: list, data: [{id, object: model, owned_by}]}", seen=body)
         return
     doc = ctx.capability_document
     if not isinstance(doc, dict):
@@ -74,9 +73,7 @@ def check_models_list(ctx: Context) -> None:
         extra = sorted(set(listed) - set(documented))
         ctx.fail("models.agreement", f"models.list and the capability document name different "
                  f"models: missing from the list {missing}, not in the document {extra}",
-                 index=where, expected=documented, seen=listed,
-                 spec=f"{SPEC} §6 (the capability document is the source of truth); "
-                 "docs/levels.md#models-list")
+                 index=where, expected=documented, seen=listed)
 
 
 def _inputs(body: dict[str, Any]) -> list[Any] | None:
@@ -147,8 +144,7 @@ def check_embeddings(ctx: Context) -> None:
         ctx.fail("embeddings.body", "the embeddings answer breaks OpenAI's embedding list: "
                  + "; ".join(problems), index=where,
                  expected="{object: list, data: [{object: embedding, index: i, embedding}], "
-                 "model, usage}", seen=show(body),
-                 spec=f"{SPEC} Level 3 (docs/levels.md#embeddings); OpenAI embeddings")
+                 "model, usage}", seen=show(body))
         return
     if not inputs or len(vectors) != len(inputs):
         return
@@ -165,9 +161,7 @@ def check_embeddings(ctx: Context) -> None:
                 ctx.fail("embeddings.order", f"inputs {i} and {j} are the same text, but their "
                          f"embeddings are not each other's nearest: {why} (a batch answered "
                          f"out of order)", index=where, expected=f"data[{i}] ≈ data[{j}]",
-                         seen=round(same, 4),
-                         spec="OpenAI embeddings: data[i].index is the position of the input "
-                         "in the request (docs/levels.md#embeddings)")
+                         seen=round(same, 4))
                 return
 
 

@@ -18,7 +18,7 @@ from nnrp_conformance.checks.capability import (
     discovery_missing,
     judge_missing_discovery,
 )
-from nnrp_conformance.checks.context import SPEC, Context, type_of
+from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
 from nnrp_conformance.checks.model import Finding, Observation, Verdict
@@ -39,8 +39,17 @@ if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
 
 
+def check_capability_case(ctx: Context) -> None:
+    """The discovery operation's answer is a capability document to judge."""
+    if ctx.case.operation == contract.OP_CAPABILITIES_GET:
+        check_capability_document(ctx)
+
+
+#: the check names a recipe may list (``checks:``). Every check runs on what it applies to
+#: in every case (issue 27 item 6: a recipe adds expectations, it never switches judgement
+#: off), so a named check only documents what the recipe is about.
 NAMED_CHECKS: dict[str, Callable[[Context], None]] = {
-    "capability-document": check_capability_document,
+    "capability-document": check_capability_case,
     "usage-shape": check_usage_shape,
     "text-order": check_text_order,
 }
@@ -62,6 +71,9 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     check_cancel_reason,
     check_claims,
     check_timeout,
+    check_capability_case,
+    check_usage_shape,
+    check_text_order,
     *RELATION_CHECKS,
     *RESPONSES_CHECKS,
     *DISCOVERY_CHECKS,
@@ -83,12 +95,9 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
     for check in _ALWAYS:
         check(ctx)
     for name in case.checks or ():
-        fn = NAMED_CHECKS.get(name)
-        if fn is None:
+        if name not in NAMED_CHECKS:  # the named ones already ran above
             ctx.fail("recipe.unknown-check", f"recipe asks for unknown check {name!r} "
-                     f"(known: {', '.join(sorted(NAMED_CHECKS))})", spec="nnrp-conformance")
-        else:
-            fn(ctx)
+                     f"(known: {', '.join(sorted(NAMED_CHECKS))})")
     judge_beyond_profile(ctx)
     return _verdict(ctx)
 
@@ -98,21 +107,24 @@ _EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected"))
 
 
 def judge_beyond_profile(ctx: Context) -> None:
-    """A recipe that expects more than the profile (``beyond_profile``): a valid successful
-    answer that fails only the recipe's expectations is judged under the recipe's
-    recommendation rule (non-strict unless strict) instead of failed."""
+    """A recipe that expects more than the profile (``beyond_profile``): a valid answer, ended
+    by the endpoint's own terminal of any kind, that fails only the recipe's expectations is
+    judged under the recipe's recommendation rule (non-strict unless strict) instead of
+    failed. (An expired ``nnrp.timeout_ms`` may end in an error of any family, a deadline
+    drop or a cancel; an ignored hint in a full answer: docs/verdicts.md#readings.)"""
     beyond = getattr(ctx.case, "beyond_profile", None)
-    if not beyond or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
+    if not beyond or ctx.obs.terminal_kind is None:
         return
     failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
     if not failed or any(f.rule not in _EXPECTATION_RULES for f in failed):
         return
     ctx.findings = [f for f in ctx.findings if f.level != rules.LEVEL_FAILED]
+    how = "" if ctx.obs.terminal_kind == ctx.case.expected_terminal \
+        else f", not the {ctx.case.expected_terminal} terminal"
     ctx.fail(beyond["rule"], f"a valid profile answer ({len(ctx.obs.events)} event(s), terminal "
-             f"success), but not the {ctx.case.expected_terminal} this recipe expects beyond "
-             f"the profile: {beyond['reading']}", index=ctx.obs.terminal_index,
-             expected=ctx.case.expected_terminal, seen=ctx.obs.terminal_kind,
-             spec=f"{SPEC}: the recipe's surplus over the profile is a recommendation")
+             f"{ctx.obs.terminal_kind}), but not what this recipe expects beyond the profile"
+             f"{how}: {beyond['reading']}", index=ctx.obs.terminal_index,
+             expected=ctx.case.expected_terminal, seen=ctx.obs.terminal_kind)
 
 
 def _verdict(ctx: Context) -> Verdict:

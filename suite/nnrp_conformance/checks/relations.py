@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import SPEC, Context, show, type_of
+from nnrp_conformance.checks.context import Context, show, type_of, usage_counts, usage_names
 from nnrp_conformance.checks.responses import response_body
 
 __all__ = ["RELATION_CHECKS"]
@@ -47,57 +47,47 @@ def _final_body(ctx: Context) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and body.get("object") == "chat.completion" else None
 
 
-_EVENT_USAGE_NAMES = ("input_tokens", "output_tokens", "total_tokens")
-_CHAT_USAGE_NAMES = ("prompt_tokens", "completion_tokens", "total_tokens")
-
-
 def check_usage_arithmetic(ctx: Context) -> None:
-    """total = input + output in every usage the endpoint sent: each ``response.usage`` event,
-    a Response body's usage (the event's names) and a completion body's (OpenAI's names)."""
-    spec = f"{SPEC} §4 response.usage; OpenAI usage: total_tokens = prompt + completion"
-    # (usage, its three names, event index, what it is, where it was seen)
-    seen: list[tuple[Any, tuple[str, str, str], int | None, str, str]] = [
-        (ev.get("usage"), _EVENT_USAGE_NAMES, i, "response.usage total_tokens",
-         f" — event #{i}: {show(ev)}")
+    """total = input + output in every usage the endpoint sent (each ``response.usage``
+    event, a Response body's, a completion body's), under either of the profile's name sets."""
+    # (usage, event index, what it is, where it was seen)
+    seen: list[tuple[Any, int | None, str, str]] = [
+        (ev.get("usage"), i, "response.usage {}", f" — event #{i}: {show(ev)}")
         for i, ev in enumerate(ctx.seq) if type_of(ev) == contract.EV_USAGE]
     response = response_body(ctx)
     if response:
-        seen.append((response.get("usage"), _EVENT_USAGE_NAMES, ctx.obs.terminal_index,
-                     "the Response body's usage.total_tokens", ""))
+        seen.append((response.get("usage"), ctx.obs.terminal_index,
+                     "the Response body's usage.{}", ""))
     body = _final_body(ctx)
     if body:
-        seen.append((body.get("usage"), _CHAT_USAGE_NAMES, ctx.obs.terminal_index,
-                     "the completion body's usage.total_tokens", ""))
-    for usage, (a, b, total), index, what, where in seen:
-        if not (isinstance(usage, dict) and all(_int(usage.get(k)) for k in (a, b, total))):
+        seen.append((body.get("usage"), ctx.obs.terminal_index,
+                     "the completion body's usage.{}", ""))
+    for usage, index, what, where in seen:
+        names = usage_names(usage)
+        if names is None:
             continue
+        a, b, total = names
         want = usage[a] + usage[b]
         if usage[total] != want:
-            ctx.fail("usage.arithmetic", f"{what} {usage[total]} is not {a} + {b} ({want}){where}",
-                     index=index, expected=want, seen=usage[total], spec=spec)
+            ctx.fail("usage.arithmetic", f"{what.format(total)} {usage[total]} is not {a} + {b} "
+                     f"({want}){where}", index=index, expected=want, seen=usage[total])
 
 
 def check_usage_agreement(ctx: Context) -> None:
     streamed = [ev.get("usage") for ev in ctx.obs.events if type_of(ev) == contract.EV_USAGE]
-    body = _final_body(ctx)
+    body = _final_body(ctx) or response_body(ctx)
     final = body.get("usage") if body else None
-    pairs = (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens"),
-             ("total_tokens", "total_tokens"))
-    response = response_body(ctx)
-    if response is not None:  # a Response body's usage has the event's own names
-        final = response.get("usage")
-        pairs = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
-                 ("total_tokens", "total_tokens"))
-    if len(streamed) != 1 or not isinstance(streamed[0], dict) or not isinstance(final, dict):
+    if len(streamed) != 1:
         return  # nothing to compare (usage.at-most-once judges repeats)
-    differ = {f"{a}/{b}": [streamed[0].get(a), final.get(b)] for a, b in pairs
-              if _int(streamed[0].get(a)) and _int(final.get(b))
-              and streamed[0].get(a) != final.get(b)}
+    ours, theirs = usage_counts(streamed[0]), usage_counts(final)
+    if ours is None or theirs is None:
+        return  # no counts on one side (usage.shape, or a body without usage)
+    differ = {name: [a, b] for name, a, b in zip(("input", "output", "total"), ours, theirs,
+                                                  strict=True) if a != b}
     if differ:
         ctx.fail("usage.agreement", f"the streamed response.usage and the final body's "
                  f"usage disagree: {differ} (streamed, body)", index=ctx.obs.terminal_index,
-                 expected=streamed[0], seen=final,
-                 spec=f"{SPEC} §4 response.usage (the usage summary of the same operation)")
+                 expected=streamed[0], seen=final)
 
 
 def _final_texts(ctx: Context) -> dict[Any, str] | None:
@@ -149,9 +139,7 @@ def check_text_agreement(ctx: Context) -> None:
             ctx.fail("text.agreement", f"output {index!r}: the streamed text "
                      f"({len(streamed)} chars) differs from the final body's text "
                      f"({len(content)} chars)", index=ctx.obs.terminal_index,
-                     expected=streamed[:200], seen=content[:200],
-                     spec=f"{SPEC} §4 output_text.delta and response.completed (one answer, "
-                     "two representations)")
+                     expected=streamed[:200], seen=content[:200])
 
 
 def check_tool_call_identity(ctx: Context) -> None:
@@ -170,8 +158,7 @@ def check_tool_call_identity(ctx: Context) -> None:
             if key in ev and key in ref and ev[key] != ref[key]:
                 ctx.fail("tool-call.identity", f"call {call!r}: {key} {ev[key]!r} differs "
                          f"from {ref[key]!r} on its first event (#{at}) — event #{i}: "
-                         f"{show(ev)}", index=i, expected=ref[key], seen=ev[key],
-                         spec=f"{SPEC} §4 tool-call events (one call, one identity)")
+                         f"{show(ev)}", index=i, expected=ref[key], seen=ev[key])
                 return
 
 
@@ -191,23 +178,20 @@ def check_completion_identity(ctx: Context) -> None:
     chunks = _chunks(ctx)
     if not chunks:
         return  # openai_chunk is optional (§4): nothing to compare
-    spec = (f"{SPEC} §4 openai_chunk (the raw chunks of one completion); OpenAI "
-            "chat.completion.chunk: every chunk has the same id and created")
     at, ref = chunks[0]
     for i, chunk in chunks[1:]:
         for key in _CHUNK_IDENTITY:
             if key in chunk and key in ref and chunk[key] != ref[key]:
                 ctx.fail("completion.identity", f"openai_chunk {key} {chunk[key]!r} differs "
                          f"from {ref[key]!r} on the operation's first chunk (event #{at}) — "
-                         f"event #{i}", index=i, expected=ref[key], seen=chunk[key], spec=spec)
+                         f"event #{i}", index=i, expected=ref[key], seen=chunk[key])
                 return
     body = _final_body(ctx)
     for key in _BODY_IDENTITY if body is not None else ():
         if body is not None and key in body and key in ref and body[key] != ref[key]:
             ctx.fail("completion.identity", f"the completion body's {key} {body[key]!r} is "
                      f"not the streamed chunks' {ref[key]!r} (one completion, one {key})",
-                     index=ctx.obs.terminal_index, expected=ref[key], seen=body[key],
-                     spec=spec)
+                     index=ctx.obs.terminal_index, expected=ref[key], seen=body[key])
             return
 
 
@@ -224,9 +208,7 @@ def check_finish_reason_tool_calls(ctx: Context) -> None:
             ctx.fail("finish-reason.tool-calls", f"choice {choice.get('index')!r} finished "
                      f"with 'tool_calls' but its message carries no tool_calls: "
                      f"{show(message)}", index=ctx.obs.terminal_index,
-                     expected="a non-empty message.tool_calls", seen=calls,
-                     spec="OpenAI chat completion: finish_reason 'tool_calls' if the model "
-                     "called a tool")
+                     expected="a non-empty message.tool_calls", seen=calls)
             return
 
 
@@ -258,9 +240,7 @@ def check_usage_max_tokens(ctx: Context) -> None:
         if _int(count) and count > limit:
             ctx.fail("usage.max-tokens", f"the completion used {count} tokens, over the "
                      f"request's limit of {limit} (max_completion_tokens / max_tokens × n)",
-                     index=ctx.obs.terminal_index, expected=f"<= {limit}", seen=count,
-                     spec="OpenAI chat completion: max_completion_tokens (max_tokens) is an "
-                     "upper bound for the tokens generated")
+                     index=ctx.obs.terminal_index, expected=f"<= {limit}", seen=count)
             return
 
 
@@ -275,8 +255,6 @@ def check_capability_behaviour(ctx: Context) -> None:
     doc = ctx.capability_document
     if not isinstance(doc, dict):
         return  # no document to hold the endpoint to (capability.* judges its absence)
-    spec = (f"{SPEC} §6: the capability document is the source of truth for selection and "
-            "SDK feature probes")
     entry = _doc_operation(doc, ctx.case.operation)
     if entry is not None and entry.get("tool_calls") is False:
         for i, ev in enumerate(ctx.seq):
@@ -284,7 +262,7 @@ def check_capability_behaviour(ctx: Context) -> None:
                 ctx.fail("capability.behaviour", f"{ctx.case.operation} streamed a tool call "
                          f"though the capability document says tool_calls: false — event "
                          f"#{i}: {show(ev)}", index=i, expected="no tool-call events",
-                         seen=type_of(ev), spec=spec)
+                         seen=type_of(ev))
                 return
     models: set[str] = {m["id"] for m in doc.get("models") or ()
                         if isinstance(m, dict) and isinstance(m.get("id"), str)}
@@ -299,7 +277,7 @@ def check_capability_behaviour(ctx: Context) -> None:
         if isinstance(model, str) and model not in models:
             ctx.fail("capability.behaviour", f"the answer names model {model!r}, which the "
                      f"capability document does not list ({sorted(models)})", index=where,
-                     expected=sorted(models), seen=model, spec=spec)
+                     expected=sorted(models), seen=model)
             return
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import SPEC, Context, at, show, type_of
+from nnrp_conformance.checks.context import Context, at, show, type_of
 
 __all__ = ["RESPONSES_CHECKS", "response_body"]
 
@@ -78,8 +78,6 @@ def check_output_items(ctx: Context) -> None:
     if not _applies(ctx):
         return
     seq = ctx.seq
-    spec = (f"{SPEC} Level 2 ({_LEVELS}); OpenAI Responses streaming: output_item.added, the "
-            "item's deltas, output_item.done, per output_index")
     rule = "output-item.lifecycle"
     items: dict[int, _Item] = {}
     expected_next = 0
@@ -92,12 +90,12 @@ def check_output_items(ctx: Context) -> None:
             if oi in items:
                 ctx.fail(rule, f"output_index {oi} is added a second time (first at event "
                          f"#{items[oi].added_at}) — {at(seq, i)}", index=i, expected=1,
-                         seen=2, spec=spec)
+                         seen=2)
                 return
             if oi != expected_next:
                 ctx.fail(rule, f"output_index {oi} is added where {expected_next} comes next "
                          f"(indexes start at 0 and rise by one) — {at(seq, i)}", index=i,
-                         expected=expected_next, seen=oi, spec=spec)
+                         expected=expected_next, seen=oi)
                 return
             items[oi] = _Item(oi, item["id"], str(item.get("type")), item, i)
             expected_next = oi + 1
@@ -112,8 +110,7 @@ def check_output_items(ctx: Context) -> None:
                        f"{st.id!r}" if item.get("id") != st.id else None)
             if problem:
                 ctx.fail(rule, f"{problem} — {at(seq, i)}", index=i,
-                         expected=st.id if st else "an added item", seen=item.get("id"),
-                         spec=spec)
+                         expected=st.id if st else "an added item", seen=item.get("id"))
                 return
             assert st is not None
             st.done_at, st.done_item = i, item
@@ -124,19 +121,18 @@ def check_output_items(ctx: Context) -> None:
                 state = "never added" if st is None else f"done at event #{st.done_at}"
                 ctx.fail(rule, f"a {kind} for output_index {oi!r}, which is {state} (an item's "
                          f"deltas come between its added and its done) — {at(seq, i)}",
-                         index=i, expected="an open output item", seen=oi, spec=spec)
+                         index=i, expected="an open output item", seen=oi)
                 return
             if item_id != st.id:
                 ctx.fail(rule, f"a {kind} names item_id {item_id!r}; output_index {oi} is item "
-                         f"{st.id!r} — {at(seq, i)}", index=i, expected=st.id, seen=item_id,
-                         spec=spec)
+                         f"{st.id!r} — {at(seq, i)}", index=i, expected=st.id, seen=item_id)
                 return
     if ctx.obs.terminal_kind == contract.TERMINAL_SUCCESS and not _stream_incomplete(ctx):
         for st in items.values():
             if st.done_at is None:
                 ctx.fail(rule, f"output_index {st.output_index} (item {st.id!r}) is never done "
                          f"before the successful terminal", index=ctx.obs.terminal_index,
-                         expected=contract.EV_OUTPUT_ITEM_DONE, seen=None, spec=spec)
+                         expected=contract.EV_OUTPUT_ITEM_DONE, seen=None)
                 return
     _check_function_call_items(ctx, items)
 
@@ -144,8 +140,6 @@ def check_output_items(ctx: Context) -> None:
 def _check_function_call_items(ctx: Context, items: dict[int, _Item]) -> None:
     seq = ctx.seq
     rule = "output-item.tool-call"
-    spec = (f"{SPEC} Level 2 ({_LEVELS}); OpenAI Responses function_call item: id, call_id, "
-            "name, arguments")
     completed: dict[int, str] = {}
     for i, ev in enumerate(ctx.obs.events):
         if type_of(ev) not in contract.TOOL_CALL_EVENT_TYPES:
@@ -155,14 +149,14 @@ def _check_function_call_items(ctx: Context, items: dict[int, _Item]) -> None:
             if st is not None:
                 ctx.fail(rule, f"a {type_of(ev)} on output_index {st.output_index}, a "
                          f"{st.type!r} item, not a function_call — {at(seq, i)}", index=i,
-                         expected="function_call", seen=st.type, spec=spec)
+                         expected="function_call", seen=st.type)
                 return
             continue
         for key in ("call_id", "name"):
             if key in ev and key in st.item and ev[key] != st.item[key]:
                 ctx.fail(rule, f"a {type_of(ev)} carries {key} {ev[key]!r}; its function_call "
                          f"item says {st.item[key]!r} — {at(seq, i)}", index=i,
-                         expected=st.item[key], seen=ev[key], spec=spec)
+                         expected=st.item[key], seen=ev[key])
                 return
         if type_of(ev) == contract.EV_TOOL_CALL_COMPLETED and isinstance(ev.get("arguments"), str):
             completed[st.output_index] = ev["arguments"]
@@ -173,7 +167,7 @@ def _check_function_call_items(ctx: Context, items: dict[int, _Item]) -> None:
         if isinstance(final, str) and final != arguments:
             ctx.fail(rule, f"output_index {oi}: the done item's arguments differ from the "
                      f"call's response.tool_call.completed arguments", index=items[oi].done_at,
-                     expected=arguments[:200], seen=final[:200], spec=spec)
+                     expected=arguments[:200], seen=final[:200])
             return
 
 
@@ -215,17 +209,14 @@ def check_response_body(ctx: Context) -> None:
         ctx.fail("responses.final-body", "a successful responses.create must end with "
                  "response.completed carrying the Response object (an empty RESULT_PUSH "
                  "leaves the client without status, output and usage)", index=where,
-                 expected=f"{contract.EV_COMPLETED} {{body}}", seen=type_of(term),
-                 spec=f"this project ({_LEVELS}); OpenAI always ends a Responses stream with "
-                 "response.completed {response}")
+                 expected=f"{contract.EV_COMPLETED} {{body}}", seen=type_of(term))
         return
-    spec = f"{SPEC} Level 2 ({_LEVELS}); OpenAI Response object"
     problems = _response_problems(term["body"])
     if problems:
         ctx.fail("responses.body", "the terminal body is not an OpenAI Response object: "
                  + "; ".join(problems), index=where,
                  expected="{id, object: response, status, output[], usage, model}",
-                 seen=term["body"], spec=spec)
+                 seen=term["body"])
         return
     output = term["body"]["output"]
     for oi, st in sorted(_streamed_items(ctx).items()):  # items that arrived: judged even so
@@ -233,7 +224,7 @@ def check_response_body(ctx: Context) -> None:
         if seen != st.id:
             ctx.fail("responses.body", f"the stream's output item {oi} is {st.id!r}; the "
                      f"Response body's output[{oi}] is {seen!r} (one response, one list of "
-                     f"items)", index=where, expected=st.id, seen=seen, spec=spec)
+                     f"items)", index=where, expected=st.id, seen=seen)
             return
 
 
@@ -244,9 +235,7 @@ def check_usage_event(ctx: Context) -> None:
     if not any(type_of(ev) == contract.EV_USAGE for ev in ctx.obs.events):
         ctx.fail("responses.usage-event", "a successful Responses stream sent no "
                  "response.usage before its terminal", index=ctx.obs.terminal_index,
-                 expected=contract.EV_USAGE, seen=None,
-                 spec=f"this project ({_LEVELS}): the usage of response.completed, as the "
-                 "profile's usage event")
+                 expected=contract.EV_USAGE, seen=None)
 
 
 RESPONSES_CHECKS = (check_output_items, check_response_body, check_usage_event)

@@ -1,14 +1,15 @@
 """Checks on the stream as received: the client's wire findings (``wire.*``), an operation
 that failed in the client (``wire.transport``), undecodable results (``event.decode``) and
-every event against its schema (``event.schema``, ``event.diagnostics-field``), with the
-manifest's extension fields allowed as the profile says (§7)."""
+every event against its schema: what the profile fixes (``event.schema``), this project's
+closed objects and limits (``event.extra-field``, ``event.value-limit``,
+``event.diagnostics-field``: recommendations), with the manifest's extension fields allowed."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from nnrp_conformance import contract, validation
-from nnrp_conformance.checks.context import SPEC, Context, at, type_of
+from nnrp_conformance.checks.context import Context, at, type_of
 
 #: a top-level event field no profile field collides with, used for diagnostics by other
 #: implementations: a recommendation (event.diagnostics-field), not a schema failure
@@ -22,14 +23,13 @@ def check_wire(ctx: Context) -> None:
             continue  # the flood check reports it as flood.max-events
         ctx.fail(rule if rule.startswith("wire.") else f"wire.{rule}",
                  str(wf.get("detail") or wf.get("message") or rule),
-                 index=wf.get("event_index"), spec=str(wf.get("spec") or f"{SPEC} §3 wire mapping"))
+                 index=wf.get("event_index"))
 
 
 def check_exception(ctx: Context) -> None:
     exc = ctx.obs.extra.get("exception")
     if exc:
-        ctx.fail("wire.transport", f"the operation failed in the client: {exc}",
-                 spec=f"{SPEC} §3 failure placement")
+        ctx.fail("wire.transport", f"the operation failed in the client: {exc}")
 
 
 def check_decode(ctx: Context) -> None:
@@ -43,11 +43,11 @@ def check_decode(ctx: Context) -> None:
                 body, bytes | bytearray) else None
             ctx.fail("event.decode", f"partial result #{i} is not one UTF-8 JSON event "
                      f"object: {detail}", index=i, expected="one raw UTF-8 JSON event object",
-                     seen=seen, spec=f"{SPEC} §3 non-terminal results (D §7.1)")
+                     seen=seen)
     term_err = ctx.obs.extra.get("terminal_decode_error")
     if term_err:
         ctx.fail("event.decode", f"the terminal result body does not decode: {term_err}",
-                 index=len(ctx.obs.events), spec=f"{SPEC} §3 terminal (D §8.1)")
+                 index=len(ctx.obs.events))
 
 
 def _extension_key(key: str, allowed: Iterable[str]) -> bool:
@@ -62,6 +62,27 @@ def _allowed_extensions(ctx: Context) -> set[str]:
             if not crit or n in (ctx.case.extensions or {})}
 
 
+#: JSON Schema keywords whose breach is a limit of this project's, not a shape the profile
+#: fixes (the profile sets no sizes): event.value-limit
+_LIMIT_KEYWORDS = frozenset(("maxLength", "maxItems", "maxProperties", "maximum"))
+#: where the error body's code list and code families live: judged by checks.errors
+#: (error.code for the codes the profile fixes, error.code-choice for the rest)
+_ERROR_CODE_POINTERS = ("/error/code", "/error/type")
+
+
+def schema_rule(v: validation.Violation) -> str | None:
+    """The rule one schema violation breaks: ``event.schema`` for what the profile fixes
+    (required fields, types, the event types, the constants it names), a recommendation for
+    this project's closed objects and limits, None for what checks.errors judges."""
+    if v.pointer in _ERROR_CODE_POINTERS and v.rule in ("enum", "const"):
+        return None
+    if v.rule == "additionalProperties":
+        return "event.extra-field"
+    if v.rule in _LIMIT_KEYWORDS:
+        return "event.value-limit"
+    return "event.schema"
+
+
 def check_schema(ctx: Context) -> None:
     allowed = _allowed_extensions(ctx)
     seq = ctx.seq
@@ -69,7 +90,7 @@ def check_schema(ctx: Context) -> None:
     for i, ev in enumerate(seq):
         if ev is None:
             continue
-        violations = []
+        broken: dict[str, list[validation.Violation]] = {}
         for v in validation.validate_event(ev):
             top = v.pointer[1:].replace("~1", "/").replace("~0", "~") \
                 if v.rule == "additionalProperties" and v.pointer.count("/") == 1 else None
@@ -78,20 +99,20 @@ def check_schema(ctx: Context) -> None:
             if top == _DIAGNOSTICS_FIELD:
                 diagnostics_at.append(i)  # a recommendation, judged below
                 continue
-            if v.pointer == "/error/code" and v.rule == "enum" \
-                    and ev["error"]["code"] in contract.ERROR_CODE_ALIASES:
-                continue  # an alias: error.code-alias (non-strict) names it
-            violations.append(v)
-        if violations:
-            ctx.fail("event.schema",
-                     f"{type_of(ev) or 'event'} breaks its schema: "
+            rule = schema_rule(v)
+            if rule is not None:
+                broken.setdefault(rule, []).append(v)
+        for rule, violations in broken.items():
+            what = {"event.schema": "breaks the profile's shape",
+                    "event.extra-field": "carries a field the profile does not name",
+                    "event.value-limit": "exceeds a limit this suite recommends"}[rule]
+            ctx.fail(rule, f"{type_of(ev) or 'event'} {what}: "
                      + "; ".join(str(v) for v in violations) + f" — {at(seq, i)}",
                      index=i, expected=contract.EVENT_SCHEMA_NAMES.get(type_of(ev) or "", "event"),
-                     seen=[str(v) for v in violations], spec=f"{SPEC} §4 events")
+                     seen=[str(v) for v in violations])
     if diagnostics_at:
         first = diagnostics_at[0]
         ctx.fail("event.diagnostics-field", f"{len(diagnostics_at)} event(s) carry a top-level "
                  f"{_DIAGNOSTICS_FIELD!r} field; the profile's place for diagnostics is the "
                  f"event's nnrp member — first: {at(seq, first)}", index=first,
-                 expected="nnrp.diagnostics", seen=_DIAGNOSTICS_FIELD,
-                 spec=f"{SPEC} §4 events (unknown diagnostic fields must be ignored)")
+                 expected="nnrp.diagnostics", seen=_DIAGNOSTICS_FIELD)

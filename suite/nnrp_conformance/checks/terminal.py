@@ -6,7 +6,7 @@ matching event (``terminal.exactly-once``, ``terminal.kind``), nothing after it
 from __future__ import annotations
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import SPEC, Context, at, show, type_of
+from nnrp_conformance.checks.context import Context, at, show, type_of
 
 
 def check_terminal(ctx: Context) -> None:
@@ -17,7 +17,7 @@ def check_terminal(ctx: Context) -> None:
                      f"terminal event {type_of(ev)} arrived as a partial result; terminal events "
                      f"end the operation once, in its terminal — {at(seq, i)}",
                      index=i, expected="only non-terminal events in PARTIAL_RESULT",
-                     seen=type_of(ev), spec=f"{SPEC} §3 terminal")
+                     seen=type_of(ev))
     term = obs.terminal_event
     if term is not None and type_of(term) not in contract.TERMINAL_EVENT_TYPES:
         what = ("tool-call events are never terminal"
@@ -26,8 +26,7 @@ def check_terminal(ctx: Context) -> None:
                      "response.cancelled")
         ctx.fail("terminal.kind", f"terminal result carries {type_of(term)!r}: {what} — "
                  f"{at(seq, len(obs.events))}", index=len(obs.events),
-                 expected=list(contract.TERMINAL_EVENT_TYPES), seen=type_of(term),
-                 spec=f"{SPEC} §3 terminal, §4 tool-call events")
+                 expected=list(contract.TERMINAL_EVENT_TYPES), seen=type_of(term))
     if obs.terminal_kind is None:
         if obs.timed_out or obs.extra.get("flooded"):
             return  # reported by the timeout / flood checks
@@ -35,7 +34,7 @@ def check_terminal(ctx: Context) -> None:
         ctx.fail("terminal.exactly-once",
                  f"the operation ended without a terminal (delivery: {delivery}; "
                  f"{obs.extra.get('terminal_detail') or 'no detail'})",
-                 expected=ctx.case.expected_terminal, seen=None, spec=f"{SPEC} §3 terminal")
+                 expected=ctx.case.expected_terminal, seen=None)
         return
     expected = ctx.case.expected_terminal
     if obs.terminal_kind != expected:
@@ -45,15 +44,13 @@ def check_terminal(ctx: Context) -> None:
                if lost else "")
         ctx.fail("terminal.kind", f"terminal is {obs.terminal_kind!r}, the recipe expects "
                  f"{expected!r}" + (f" — {at(seq, len(obs.events))}" if term else "") + why,
-                 index=obs.terminal_index, expected=expected, seen=obs.terminal_kind,
-                 spec=f"{SPEC} §3 terminal")
+                 index=obs.terminal_index, expected=expected, seen=obs.terminal_kind)
     if term is not None and type_of(term) in contract.TERMINAL_EVENT_TYPES:
         want = contract.TERMINAL_EVENT_FOR.get(obs.terminal_kind)
         if type_of(term) != want:
             ctx.fail("terminal.kind", f"a {obs.terminal_kind} terminal carries {type_of(term)}, "
                      f"which belongs to another terminal kind — {at(seq, len(obs.events))}",
-                     index=len(obs.events), expected=want, seen=type_of(term),
-                     spec=f"{SPEC} §3 terminal (metadata must agree with the body)")
+                     index=len(obs.events), expected=want, seen=type_of(term))
 
 
 def check_after_terminal(ctx: Context) -> None:
@@ -65,11 +62,10 @@ def check_after_terminal(ctx: Context) -> None:
         ctx.fail(rule, f"{type_of(ev) or 'a result'} arrived after the terminal"
                  + (" of a cancelled operation" if cancelled else "")
                  + f": {show(ev)}", index=base + k, expected="nothing after the terminal",
-                 seen=ev, spec=f"{SPEC} §3 terminal exactly once"
-                 + ("; cancellation: results after the cancel are invalid" if cancelled else ""))
+                 seen=ev)
         if type_of(ev) == contract.EV_OUTPUT_TEXT_DELTA:
             ctx.fail("order.text-before-terminal", "a text delta arrived after the terminal",
-                     index=base + k, seen=ev, spec=f"{SPEC} §4 events, §3 terminal")
+                     index=base + k, seen=ev)
 
 
 def check_timeout(ctx: Context) -> None:
@@ -77,7 +73,7 @@ def check_timeout(ctx: Context) -> None:
     if obs.extra.get("flooded"):
         ctx.fail("flood.max-events", f"more than {obs.extra.get('max_events')} events without a "
                  f"terminal; the suite cancelled the operation", expected=obs.extra.get(
-                     "max_events"), seen=len(obs.events), spec=f"{SPEC} §3 terminal")
+                     "max_events"), seen=len(obs.events))
         return
     if obs.timed_out and obs.terminal_kind is None:
         if obs.cancelled_at_index is not None:
@@ -89,11 +85,10 @@ def check_timeout(ctx: Context) -> None:
             limit = f"the case limit ({extra.get('timeout_s')}s) passed"
         if not obs.events:
             ctx.fail("timeout.silence", f"no event and no terminal: {limit}",
-                     expected="events then one terminal", seen="silence",
-                     spec=f"{SPEC} §3 terminal (the operation ends exactly once)")
+                     expected="events then one terminal", seen="silence")
         else:
             last = extra.get("last_frame") or {}
             ctx.fail("timeout.no-terminal", f"{len(obs.events)} event(s), then no terminal: "
                      f"{limit} (last frame: {last.get('message_type')} at "
                      f"{last.get('after_submit_ms')} ms)", expected="one terminal",
-                     seen=f"{len(obs.events)} events", spec=f"{SPEC} §3 terminal")
+                     seen=f"{len(obs.events)} events")

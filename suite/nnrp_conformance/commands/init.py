@@ -1,7 +1,9 @@
-"""``nnrp-conformance init``: a starting manifest, derived from a running endpoint.
+"""``nnrp-conformance init``: a starting manifest, derived from an endpoint's capability
+document.
 
-Owns the provider's first step: connect to ``--target``, fetch the capability document
-(discovery operation ``nnrp.capabilities.get``), derive an adapter capability manifest from
+Owns the provider's first step: connect to ``--target`` and fetch the capability document
+(discovery operation ``nnrp.capabilities.get``, which the profile recommends nowhere: an
+endpoint without it gives its document as a file, ``--capabilities FILE``), derive an adapter capability manifest from
 it and write it, together with ``<out>.review.md``, a checklist of every claim the operator
 must confirm (JSON has no comments). It never overwrites an existing file unless
 ``--force``. The manifest is what the operator *claims*; the endpoint's self-description is
@@ -30,6 +32,7 @@ from nnrp_conformance.session import (
     RunOptions,
     SetupError,
     TargetError,
+    load_json_object,
 )
 from nnrp_conformance.validation import validate
 
@@ -206,12 +209,20 @@ def derive_manifest(
     return manifest, claims
 
 
-def review_markdown(out: Path, target: str, claims: list[Claim]) -> str:
+def _next_command(target: str | None, out: Path, capabilities_file: Path | None) -> str:
+    """The run to do next: the same target, and the same document file when one was given."""
+    run = f"pytest --nnrp-target {target or 'HOST:PORT'} --manifest {out}"
+    return run + (f" --nnrp-capabilities {capabilities_file}" if capabilities_file else "")
+
+
+def review_markdown(out: Path, target: str | None, claims: list[Claim], *,
+                    capabilities_file: Path | None = None) -> str:
+    source = f"the file `{capabilities_file}`" if capabilities_file is not None \
+        else f"the capability document of `{target}`"
     lines = [
         f"# Review of `{out.name}`",
         "",
-        f"`nnrp-conformance init` derived `{out.name}` from the capability document of "
-        f"`{target}`. The manifest is your claim, and the suite holds the endpoint to it: tick "
+        f"`nnrp-conformance init` derived `{out.name}` from {source}. The manifest is your claim, and the suite holds the endpoint to it: tick "
         "each line once you have checked it, and edit the manifest where the endpoint "
         "overstates or understates what it does.",
         "",
@@ -228,11 +239,19 @@ def review_markdown(out: Path, target: str, claims: list[Claim]) -> str:
         "## Then run the suite",
         "",
         "```sh",
-        f"pytest --nnrp-target {target} --manifest {out}",
+        _next_command(target, out, capabilities_file),
         "```",
         "",
     ]
     return "\n".join(lines)
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    """The capability document the provider gives as a file (errors name the file)."""
+    try:
+        return load_json_object(path)
+    except SetupError as exc:
+        raise InitError(f"--capabilities {exc}", EXIT_USAGE) from None
 
 
 def _fetch(target: str, connect_timeout: float) -> dict[str, Any]:
@@ -273,8 +292,13 @@ def _check_outputs(out: Path, force: bool) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--target", "--nnrp-target", dest="target", required=True,
-                        metavar="TARGET", help="NNRP endpoint: HOST:PORT or a scheme URL")
+    parser.add_argument("--target", "--nnrp-target", dest="target", metavar="TARGET",
+                        help="NNRP endpoint: HOST:PORT or a scheme URL (its capability "
+                             "document is fetched with nnrp.capabilities.get)")
+    parser.add_argument("--capabilities", "--nnrp-capabilities", dest="capabilities",
+                        type=Path, metavar="FILE",
+                        help="the capability document as a JSON file, for an endpoint "
+                             "without the discovery operation (nothing is fetched)")
     parser.add_argument("--out", type=Path, default=Path("manifest.json"), metavar="PATH",
                         help="manifest to write (default manifest.json; the checklist goes to "
                              "PATH.review.md)")
@@ -315,11 +339,16 @@ def main(args: argparse.Namespace) -> int:
     try:
         if args.connect_timeout <= 0:
             raise InitError(f"--connect-timeout must be positive, got {args.connect_timeout}")
+        if args.capabilities is None and not args.target:
+            raise InitError("give --target HOST:PORT (the endpoint's discovery operation) or "
+                            "--capabilities FILE (its capability document as a file)")
         review = _check_outputs(out, args.force)
-        capabilities = _fetch(args.target, args.connect_timeout)
+        capabilities = _from_file(args.capabilities) if args.capabilities is not None \
+            else _fetch(args.target, args.connect_timeout)
         manifest, claims = derive_manifest(capabilities, adapter=args.adapter)
         _write_atomic(out, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-        _write_atomic(review, review_markdown(out, args.target, claims))
+        _write_atomic(review, review_markdown(out, args.target, claims,
+                                              capabilities_file=args.capabilities))
     except InitError as exc:
         _error(str(exc))
         return exc.exit_code
@@ -327,7 +356,7 @@ def main(args: argparse.Namespace) -> int:
         _error(f"{exc.filename or out}: {exc.strerror or exc}")
         return EXIT_USAGE
     _print_checklist(console, out, review, claims)
-    console.print(f"next: pytest --nnrp-target {args.target} --manifest {out}", markup=False)
+    console.print(f"next: {_next_command(args.target, out, args.capabilities)}", markup=False)
     return EXIT_OK
 
 

@@ -52,7 +52,7 @@ def _run_one(options: RunOptions, console: Console) -> tuple[int, str | None]:
     try:
         try:
             core.prepare()
-            if core.capabilities_error:
+            if core.capabilities_error and core.options.capabilities_file is None:
                 console.print(f"[yellow]warning:[/] {core.capabilities_error}", markup=True,
                               highlight=False)
         except TargetError as exc:

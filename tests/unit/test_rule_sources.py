@@ -1,0 +1,126 @@
+"""Only the profile is strict (issue 27 item 1): every ``profile`` rule of the rulebook quotes
+the profile's own documents, and each quote is really there.
+
+The documents are verbatim copies in this repository (``upstream/``, ``recipes/upstream/``).
+A quote must occur, whitespace and table padding aside, inside the section it names: under
+that Markdown heading (up to the next heading of the same or a higher level), at that member
+path of the contract JSON, in that upstream recipe. A rule without a quote is a
+``recommendation`` and gives its rationale instead; the schema refuses anything else.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import rules, validation
+
+REPO = Path(__file__).resolve().parents[2]
+RULEBOOK = REPO / "suite" / "nnrp_conformance" / "rulebook.json"
+
+
+def normalized(text: str) -> str:
+    """Whitespace runs to one space; a table cell's padding dropped (``| a  |`` -> ``| a |``)."""
+    return re.sub(r"\s*\|\s*", " | ", " ".join(text.split()))
+
+
+def markdown_section(text: str, heading: str) -> str:
+    """The text under ``heading`` up to the next heading of the same or a higher level."""
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        m = re.match(r"^(#+)\s+(.*?)\s*$", line)
+        if m and m.group(2) == heading:
+            depth = len(m.group(1))
+            end = next((k for k in range(n + 1, len(lines))
+                        if (h := re.match(r"^(#+)\s", lines[k])) and len(h.group(1)) <= depth),
+                       len(lines))
+            return "\n".join(lines[n + 1:end])
+    raise AssertionError(f"no heading {heading!r}")
+
+
+def json_member(data: Any, path: str) -> Any:
+    for key in path.split("."):
+        assert isinstance(data, dict) and key in data, f"no member {path!r}"
+        data = data[key]
+    return data
+
+
+def where(source: rules.Source) -> str:
+    """The text of the section ``source`` names, normalized (an AssertionError if none)."""
+    _title, rel = rules.DOCUMENTS[source.document]
+    if source.document == "upstream-recipe":
+        path = REPO / rel / source.section
+        assert path.is_file(), f"no upstream recipe {source.section!r}"
+        return normalized(path.read_text(encoding="utf-8"))
+    path = REPO / rel
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        json_member(json.loads(text), source.section)  # the member must exist
+        # the quote is checked against the file as written (its own formatting)
+        return normalized(text)
+    return normalized(markdown_section(text, source.section))
+
+
+PROFILE_RULES = [r for r in rules.rulebook().values() if r.tag == rules.TAG_PROFILE]
+
+
+def test_the_profile_rules_are_the_quoted_ones() -> None:
+    assert len(PROFILE_RULES) >= 20
+    for rule in rules.rulebook().values():
+        if rule.tag == rules.TAG_PROFILE:
+            assert rule.sources and not rule.rationale, rule.id
+        else:
+            assert rule.rationale and not rule.sources, rule.id
+
+
+@pytest.mark.parametrize("rule", PROFILE_RULES, ids=lambda r: r.id)
+def test_each_quote_is_in_the_section_it_names(rule: rules.Rule) -> None:
+    for source in rule.sources:
+        assert normalized(source.quote) in where(source), (
+            f"{rule.id}: not found in {source.title}: {source.quote!r}")
+
+
+def test_a_profile_rule_without_a_quote_is_refused() -> None:
+    data = json.loads(RULEBOOK.read_text(encoding="utf-8"))
+    validation.check("rulebook", data)
+    bare = copy.deepcopy(data)
+    first = next(r for r in bare["rules"] if r["tag"] == "profile")
+    del first["sources"]
+    with pytest.raises(validation.SchemaViolationError):
+        validation.check("rulebook", bare)
+    # a recommendation cannot borrow the profile's authority by quoting without the tag
+    mixed = copy.deepcopy(data)
+    rec = next(r for r in mixed["rules"] if r["tag"] == "recommendation")
+    rec["sources"] = first.get("sources") or [
+        {"document": "profile-design", "section": "1. Status", "quote": "This document freezes"}]
+    with pytest.raises(validation.SchemaViolationError):
+        validation.check("rulebook", mixed)
+
+
+def test_a_misquote_is_caught() -> None:
+    """The check itself can fail: a quote changed by one word is not found."""
+    source = rules.lookup("nonstreaming.single-result").sources[0]  # type: ignore[union-attr]
+    wrong = rules.Source(source.document, source.section,
+                         source.quote.replace("one logical", "one or more"))
+    assert normalized(wrong.quote) not in where(wrong)
+    moved = rules.Source(source.document, "9. Cancellation and Timeouts", source.quote)
+    assert normalized(moved.quote) not in where(moved)
+
+
+def test_the_rule_reference_page_is_the_rulebook() -> None:
+    """docs/reference/rules.md is generated and checked in: regenerate it after a rule change
+    (``python -m nnrp_conformance.rule_reference > docs/reference/rules.md``)."""
+    from nnrp_conformance import rule_reference
+
+    page = (REPO / "docs" / "reference" / "rules.md").read_text(encoding="utf-8")
+    assert page == rule_reference.render(), "docs/reference/rules.md is stale: regenerate it"
+    for rule in rules.rulebook().values():
+        name = rule.id + "*" if rule.id.endswith(".") else rule.id
+        assert f"### `{name}`" in page
+        for source in rule.sources:
+            assert source.quote.splitlines()[0] in page
