@@ -124,3 +124,19 @@ def test_a_capability_file_without_models_says_so(tmp_path: Path, start_endpoint
     assert proc.returncode == 2, out
     assert f"the capability document {doc} lists no model" in out
     assert "--nnrp-capabilities FILE" not in out and "warning" not in out.lower()
+
+
+def test_upstreams_cancel_hint_passes_whoever_acts_on_it(tmp_path: Path,
+                                                         start_endpoint: Any) -> None:
+    """Upstream's recipe sends nnrp.cancel_after_events and expects a cancelled operation;
+    its documents call the hint caller-driven, ours put it on the endpoint. The client
+    cancels there itself, so an endpoint that ignores the hint is cancelled by the client and
+    passes (a non-strict note at most), and one that acts on it ends first and passes too."""
+    recipe = ("--recipes", recipe_file("upstream/chat-cancellation.json"))
+    for defect in ("ignores-cancel-hint", None):
+        with start_endpoint(tmp_path, defect) as ep:
+            code, doc, out = cli(tmp_path, ep, "--model", "minimal-model", *recipe)
+        (case,) = doc["results"]
+        assert code == 0 and case["outcome"] == "passed", out
+        assert case["terminal"] == "cancelled", out
+        assert {f["level"] for f in case["diagnostics"]["findings"]} <= {"non-strict"}, out

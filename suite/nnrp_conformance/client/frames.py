@@ -272,7 +272,12 @@ class _FrameRouter:
         except WireViolation as exc:
             err = str(exc)
             op.finding(exc.rule, exc.detail)
-        if op.local_cancelled_at_ns is not None:
+        cancelled_push = isinstance(event, dict) and event.get("type") == contract.EV_CANCELLED
+        if op.local_cancelled_at_ns is not None and not cancelled_push:
+            # A push carrying response.cancelled is the endpoint ending the operation
+            # cancelled (the profile's terminal cancellation notification, in RESULT_PUSH as
+            # §8.1 says), whether it answers our cancel or crossed it acting on an in-band
+            # hint; a push with any other terminal is a late result (§9).
             op.finding(
                 "wire.result_after_cancel", "RESULT_PUSH delivered for a frame the client cancelled"
             )
