@@ -75,6 +75,10 @@ READINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...], set[tuple[str, str]]
     "timeout-cancelled": ((), ("level1/chat-timeout",), {("timeout.total-deadline", NS)}),
     "timeout-drop": ((), ("level1/chat-timeout",),
                      {("timeout.total-deadline", NS), ("error.body-missing", NS)}),
+    # an invalid submit: an NNRP-level error is the profile's preferred mapping (§10)
+    "nnrp-submit-errors": ((), ("level1/wire-invalid-json", "level1/wire-extra-frames",
+                                "level1/envelope-wrong-schema-version"),
+                           {("error.invalid-submit", NS), ("error.body-missing", NS)}),
 }
 
 

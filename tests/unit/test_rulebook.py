@@ -170,8 +170,8 @@ def test_what_the_profile_fixes_stays_strict() -> None:
     v = _judge("level1.chat.invalid-body.missing-messages", [], _err("invalid_body"), "error")
     assert v.outcome == "failed" and ("error.code", "failed") in _rules_levels(v)
     # the family a recipe names for an invalid body: a server_error is a wrong family
-    v = _judge("level1.envelope.wrong-schema-version", [], _err("bad_version", "server_error"),
-               "error")
+    v = _judge("level1.chat.invalid-body.messages-not-array", [],
+               _err("bad_messages", "server_error"), "error")
     assert v.outcome == "failed" and ("sequence.expected", "failed") in _rules_levels(v)
     # a required field of an event the profile defines
     text = {"type": contract.EV_OUTPUT_TEXT_DELTA, "delta": "hi"}

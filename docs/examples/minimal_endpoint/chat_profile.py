@@ -71,12 +71,14 @@ HUGE_DELTA_BYTES = 4 << 20
 
 
 class ProfileError(Exception):
-    """A request the profile answers with ``response.error``."""
+    """A request the profile answers with ``response.error``; ``invalid_submit``: the submit
+    itself is invalid (§6.1: its frame or envelope), not only its body."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, invalid_submit: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.invalid_submit = invalid_submit
 
 
 def encode(event: dict[str, Any]) -> bytes:
@@ -159,15 +161,19 @@ def parse_envelope(payload: bytes) -> dict[str, Any]:
     try:
         envelope = json.loads(payload.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ProfileError("invalid_request", f"request envelope is not UTF-8: {exc}") from None
+        raise ProfileError("invalid_request", f"request envelope is not UTF-8: {exc}",
+                           invalid_submit=True) from None
     except json.JSONDecodeError as exc:
-        raise ProfileError("invalid_request", f"request envelope is not JSON: {exc}") from None
+        raise ProfileError("invalid_request", f"request envelope is not JSON: {exc}",
+                           invalid_submit=True) from None
     if not isinstance(envelope, dict):
-        raise ProfileError("invalid_request", "request envelope must be a JSON object")
+        raise ProfileError("invalid_request", "request envelope must be a JSON object",
+                           invalid_submit=True)
     if envelope.get("schema_version") != SCHEMA_VERSION:
         raise ProfileError(
             "invalid_schema_version",
             f"schema_version must be {SCHEMA_VERSION!r}, got {envelope.get('schema_version')!r}",
+            invalid_submit=True,
         )
     unknown = sorted(set(envelope) - ENVELOPE_FIELDS)
     if unknown:
@@ -491,7 +497,9 @@ def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
                 "unsupported_operation", f"operation {operation!r} is not served here"
             )
     except ProfileError as exc:
-        return error_plan(exc.code, exc.message, defect)
+        plan = error_plan(exc.code, exc.message, defect)
+        plan.extra["invalid_submit"] = exc.invalid_submit
+        return plan
     plan.request_id = request_id
     plan.operation = operation
     plan.timeout_ms = hints.get("timeout_ms")

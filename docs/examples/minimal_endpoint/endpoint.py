@@ -285,6 +285,17 @@ class Session:
         except NativeRuntimeError as exc:
             log(f"two-terminals: second terminal refused by the runtime: {exc}")
 
+    async def drop_invalid_submit(self, state: OpState) -> None:
+        """An invalid submit (§6.1) ended at the NNRP level, the profile's preferred mapping
+        of a malformed frame (§10): CAPABILITY_MISMATCH, no profile body."""
+        op = state.op
+        state.finished = True
+        metadata = ResultDropReasonMetadata(
+            op.operation_id, state.sent + 1, ResultDropReasonCode.CAPABILITY_MISMATCH,
+            RuntimeRole.SERVER, 0, 0,
+        )
+        await op.send_result_drop(metadata, b"")
+
     async def drop_deadline(self, state: OpState) -> None:
         """An NNRP-level end for an expired deadline: DEADLINE_EXPIRED, no profile body."""
         op = state.op
@@ -324,6 +335,7 @@ class Session:
         request = decode_request(op, config.defect)
         if isinstance(request, Plan):
             plan = request
+            plan.extra["invalid_submit"] = True
         elif not serves_discovery(config.variant) and _operation(request) == OP_CAPABILITIES:
             plan = error_plan("unsupported_operation",
                               f"operation {OP_CAPABILITIES!r} is not served here")
@@ -373,6 +385,8 @@ class Session:
             if item is StopIteration:
                 if plan.empty_terminal:
                     await self.push_empty(state)
+                elif config.variant == "nnrp-submit-errors" and plan.extra.get("invalid_submit"):
+                    await self.drop_invalid_submit(state)
                 elif plan.terminal is None:
                     state.exhausted = True
                 else:

@@ -45,6 +45,10 @@ VARIANTS: Final = MappingProxyType(
             "an expired nnrp.timeout_ms ends in response.cancelled with reason timeout"
         ),
         "timeout-drop": "an expired nnrp.timeout_ms ends in an NNRP DEADLINE_EXPIRED drop",
+        "nnrp-submit-errors": (
+            "an invalid submit (a malformed frame or envelope, §6.1) ends in an NNRP drop "
+            "without a profile body: the profile's preferred mapping of a malformed frame"
+        ),
     }
 )
 
