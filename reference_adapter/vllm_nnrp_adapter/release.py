@@ -27,7 +27,7 @@ from rich.console import Console
 
 from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE, POLICY_FILE
 
-from . import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from . import CURRENT_TESTED, TESTED_VERSIONS
 from .benchmark.common import BENCH_LOAD, BENCH_SOAK
 from .conformance import (
     REPO_ROOT,
@@ -40,7 +40,7 @@ from .conformance import (
 )
 from .policy import policy_path
 from .settings import default_manifest_path
-from .vllm_backend.lines import limitations
+from .vllm_backend.families import limitations
 
 console = Console(stderr=True)
 
@@ -150,7 +150,8 @@ def main(argv: Sequence[str]) -> int:
         "the release-gate report.",
     )
     p.add_argument("--out", type=Path, default=Path("artifacts/release"))
-    p.add_argument("--versions", default=f"{LOWER_BOUND_TESTED},{CURRENT_LINE_TESTED}")
+    # every declared line's lower bound and current line (the release policy's)
+    p.add_argument("--versions", default=",".join(TESTED_VERSIONS))
     p.add_argument("--quick", action="store_true", help="short benchmarks (the main job)")
     p.add_argument("--no-parity", action="store_true", help="skip the HTTP/SSE parity run")
     args = p.parse_args(list(argv))
@@ -173,7 +174,7 @@ def main(argv: Sequence[str]) -> int:
             version,
             out,
             quick=args.quick,
-            parity=not args.no_parity and version == CURRENT_LINE_TESTED,
+            parity=not args.no_parity and version in CURRENT_TESTED,
             step=step,
         )
     (out / "bench").mkdir(exist_ok=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
+from vllm_nnrp_adapter import CURRENT_TESTED, NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import (
     AdapterProcess,
     ConformanceSetupError,
@@ -25,7 +25,9 @@ from vllm_nnrp_adapter.conformance import (
 )
 from vllm_nnrp_adapter.processes import orphaned_shm
 
-VERSIONS = (LOWER_BOUND_TESTED, CURRENT_LINE_TESTED)
+#: each declared line's current tested version (the release run covers the lower bounds too:
+#: docs/testing.md#real-vllm)
+VERSIONS = CURRENT_TESTED
 REPO = Path(__file__).resolve().parents[2]
 # Engine start-up, the tiny model and vLLM's warm-up run inside the first test of a module.
 REAL_VLLM_TIMEOUT_S = 900
@@ -80,8 +82,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "current_line_only: runs on the current vLLM line only (docs/testing.md#real-vllm): what "
-        "it proves is the adapter's own, over a surface the lower bound shares",
+        "current_line_only: runs on the newest tested vLLM only (docs/testing.md#real-vllm): "
+        "what it proves is the adapter's own, over a surface the other lines share",
     )
 
 
@@ -96,7 +98,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timeout(REAL_VLLM_TIMEOUT_S))
         callspec = getattr(item, "callspec", None)
         version = callspec.params.get("vllm_env") if callspec else None
-        if item.get_closest_marker("current_line_only") and version not in (None, CURRENT_LINE_TESTED):
+        if item.get_closest_marker("current_line_only") and version not in (None, NEWEST_TESTED):
             dropped.append(item)
         else:
             kept.append(item)
@@ -151,7 +153,7 @@ def explicit_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  #
     On the current line it listens on a local socket (``ipc://``), so the whole suite also runs
     over a second transport against real vLLM; everything else here is TCP."""
     folder = tmp_path_factory.mktemp(f"explicit-{vllm_env['version']}")
-    ipc = vllm_env["version"] == CURRENT_LINE_TESTED
+    ipc = vllm_env["version"] == NEWEST_TESTED
     with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=folder / "adapter.log",
                         listen=f"ipc://{folder / 'adapter.sock'}" if ipc else "127.0.0.1:0",
                         embeddings=True) as proc:

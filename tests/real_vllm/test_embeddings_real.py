@@ -26,8 +26,8 @@ from probe import connect, engine_count
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess
+from vllm_nnrp_adapter.vllm_backend.families import limitations
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
 
@@ -69,7 +69,7 @@ async def test_embeddings_are_offered_where_level_3_is(adapter, vllm_env) -> Non
     async with await connect(adapter.address) as client:
         doc = await client.capabilities()
         offered = [op["name"] for op in doc["operations"]]
-        if vllm_env["version"] != CURRENT_LINE_TESTED:
+        if limitations(vllm_env["version"]):
             assert doc["compatibility_levels"] == [1]
             assert contract.OP_EMBEDDINGS_CREATE not in offered
             # withheld is Responses (the feature the line breaks); Level 3 goes with Level 2
@@ -86,7 +86,7 @@ async def test_embeddings_are_offered_where_level_3_is(adapter, vllm_env) -> Non
 
 
 async def test_vectors_shape_and_batch_order(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
-    if vllm_env["version"] != CURRENT_LINE_TESTED:
+    if limitations(vllm_env["version"]):
         pytest.skip("embeddings.create is not offered on this line (the test above)")
     async with await connect(adapter.address) as client:
         term = await answer(client, embeddings(input=["Hi.", "A much longer sentence, with "
@@ -115,7 +115,7 @@ async def test_a_cancelled_batch_leaves_no_engine_request(adapter, vllm_env) -> 
     engines' unfinished counts reach 0 (the handler's cancellation ends vLLM's own request
     generators, which abort the requests). Uncancelled, this batch took 31 s on vLLM 0.22.1
     here; cancelled, the engines were empty 0.023 s after the cancel."""
-    if vllm_env["version"] != CURRENT_LINE_TESTED:
+    if limitations(vllm_env["version"]):
         pytest.skip("embeddings.create is not offered on this line")
     text = "Count the words of this sentence once more, slowly and carefully. " * 6
     async with await connect(adapter.address) as client, await connect(adapter.address) as obs:

@@ -14,8 +14,8 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm
+from vllm_nnrp_adapter.vllm_backend.families import limitations
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
 
@@ -37,7 +37,7 @@ def envelope(operation: str, body: dict) -> dict:
 async def test_the_plugin_path_serves_levels_2_and_3_as_the_explicit_path(served, vllm_env) -> None:  # type: ignore[no-untyped-def]
     assert served.info["startup_path"] == "vllm-plugin"
     expected = json.loads(manifest_for_vllm(vllm_env["version"]).read_text())
-    current = vllm_env["version"] == CURRENT_LINE_TESTED
+    current = not limitations(vllm_env["version"])
     async with await connect(served.address) as client:
         doc = await client.capabilities()
         assert doc["compatibility_levels"] == expected["compatibility_levels"]

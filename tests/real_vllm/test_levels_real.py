@@ -40,8 +40,8 @@ from probe import connect, engine_count
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm
+from vllm_nnrp_adapter.vllm_backend.families import limitations
 from vllm_nnrp_adapter.vllm_backend.lines import NO_EMBEDDINGS_ENGINE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
@@ -70,7 +70,7 @@ async def refused_on_the_lower_bound(adapter: AdapterProcess, vllm_env: dict, en
     """On the lower-bound line the test's request itself must be refused with
     ``unsupported_operation`` (Levels 2 and 3 are not offered there, not half-served); True
     then, and the test ends. False on the current line."""
-    if vllm_env["version"] == CURRENT_LINE_TESTED:
+    if not limitations(vllm_env["version"]):
         return False
     async with await connect(adapter.address) as client:
         events, term = await run(client, env)
@@ -132,7 +132,7 @@ async def test_the_claims_follow_the_vllm_line(adapter, vllm_env) -> None:  # ty
         doc = await client.capabilities()
         assert doc["compatibility_levels"] == expected["compatibility_levels"]
         assert doc["operations"] == expected["operations"]
-        if vllm_env["version"] == LOWER_BOUND_TESTED:
+        if limitations(vllm_env["version"]):
             assert doc["compatibility_levels"] == [1]
             # this adapter runs no embeddings engine: embeddings.create is withheld too
             assert set(adapter.info["withheld_operations"]) == {

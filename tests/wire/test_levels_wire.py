@@ -26,7 +26,7 @@ from vllm_nnrp_adapter.mapping import stalled_event
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
 from vllm_nnrp_adapter.responses_mapping import ResponsesMapper
 from vllm_nnrp_adapter.vllm_backend import BackendError
-from vllm_nnrp_adapter.vllm_backend.lines import limitations
+from vllm_nnrp_adapter.vllm_backend.families import limitations
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 

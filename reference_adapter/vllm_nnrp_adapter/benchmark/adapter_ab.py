@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from nnrp_conformance.client import NnrpClientError
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
@@ -151,7 +151,7 @@ def main(argv: Sequence[str]) -> int:
         plan = Plan(args.rounds, plan.requests, plan.warmup)
     if any(c not in plan.requests for c in concurrency):
         p.error(f"--concurrency: each must be one of {sorted(plan.requests)}")
-    version = args.vllm_version or CURRENT_LINE_TESTED
+    version = args.vllm_version or NEWEST_TESTED
     max_len = int(EMBEDDED_ENGINE_ARGS[EMBEDDED_ENGINE_ARGS.index("--max-model-len") + 1])
     try:
         python = vllm_python(version, build=False)

@@ -38,7 +38,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
 from .common import (
@@ -352,7 +352,7 @@ def main(argv: Sequence[str]) -> int:
             anyio.run(_bench, args.target, opts, None, context, done)
         else:
 
-            version = args.vllm_version or CURRENT_LINE_TESTED
+            version = args.vllm_version or NEWEST_TESTED
             python = vllm_python(version, build=False)
             print(f"==> starting the adapter on vLLM {version}", flush=True)
             with AdapterProcess(

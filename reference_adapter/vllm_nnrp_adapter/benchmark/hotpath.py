@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
@@ -209,7 +209,7 @@ def main(argv: Sequence[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     results = []
     try:
-        python = vllm_python(args.vllm_version or CURRENT_LINE_TESTED, build=False)
+        python = vllm_python(args.vllm_version or NEWEST_TESTED, build=False)
         model_dir = tiny_model(python)
         if args.path in ("nnrp", "both"):
             with AdapterProcess(

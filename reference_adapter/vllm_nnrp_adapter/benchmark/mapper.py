@@ -28,11 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
 from rich.console import Console
 
 from nnrp_conformance.wire import codec
 
+from .. import TESTED_VERSIONS
 from ..conformance import REPO_ROOT
 from ..mapping import ChunkMapper
 from ..vllm_backend import parse_sse
@@ -59,13 +59,11 @@ def sse_line(chunk: dict[str, Any]) -> str:
 
 
 def _newest_fixture(root: Path) -> Path | None:
-    found = []
-    for d in root.glob("*/stream_text.json"):
-        try:
-            found.append((Version(d.parent.name), d))
-        except InvalidVersion:
-            continue
-    return max(found)[1] if found else None
+    """The recording of the newest tested vLLM that has one (the release policy's order)."""
+    for version in reversed(TESTED_VERSIONS):
+        if (root / version / "stream_text.json").is_file():
+            return root / version / "stream_text.json"
+    return None
 
 
 def load_chunks(path: Path | None) -> tuple[list[dict[str, Any]], str]:

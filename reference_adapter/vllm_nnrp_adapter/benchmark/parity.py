@@ -31,7 +31,7 @@ from rich.console import Console
 
 from nnrp_conformance.client import NnrpClientError
 from nnrp_conformance.gate.evidence import PARITY_ADAPTER_LOG, PARITY_HTTP_SERVER_LOG
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
@@ -126,7 +126,7 @@ def main(argv: Sequence[str]) -> int:
     if args.nnrp_sessions < 1 or (args.rounds is not None and args.rounds < 1):
         p.error("--nnrp-sessions and --rounds must be at least 1")
 
-    version = args.vllm_version or CURRENT_LINE_TESTED
+    version = args.vllm_version or NEWEST_TESTED
     out = (args.out or Path(f"artifacts/bench-vllm/vllm-{version}")).resolve()
     plan = QUICK if args.quick else FULL
     if args.rounds:

@@ -24,7 +24,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
 from .cancellation import cancel_summary, cancellation_latency
@@ -268,7 +268,7 @@ def main(argv: Sequence[str]) -> int:
                 _bench, args.target, plan, out, context, args.model, args.backend_timing
             )
 
-        version = args.vllm_version or CURRENT_LINE_TESTED
+        version = args.vllm_version or NEWEST_TESTED
         out = (args.out or Path(f"artifacts/bench-vllm/vllm-{version}")).resolve()
         out.mkdir(parents=True, exist_ok=True)
         python = vllm_python(version, build=False)

@@ -1,8 +1,9 @@
 """The binding to vLLM's own OpenAI serving layer (in process, no HTTP server).
 
-This package owns: locating vLLM's objects for the installed version (``symbols``), which
-vLLM is installed and whether it is supported (``versions``), what a supported line's serving
-classes break (``lines``), starting the engine exactly as ``vllm serve`` would from the same
+This package owns: which vLLM is installed (``versions``), one binding per vLLM version
+family (``families``: where that family keeps each object the adapter uses, ``symbols`` names
+them, and what its releases break, ``lines`` names the features; chosen once at start-up,
+the only place that compares vLLM versions), starting the engine exactly as ``vllm serve`` would from the same
 flags and calling the chat, Responses and models serving objects (``backend``),
 parsing what it streams (``chunks``), and turning vLLM's rejections into
 :class:`BackendError` with the original status, type and message preserved (``errors``).
@@ -10,9 +11,10 @@ It knows nothing of NNRP.
 
 vLLM is imported lazily inside functions, so this package imports without vLLM.
 
-vLLM objects used (same paths on 0.18.1 and 0.22.1; each is probed, see ``_Symbols``):
+vLLM objects used (the paths below are the 0.18 family's; where later families keep each is
+in :mod:`.families`; the calls are the same on all):
 
-- ``vllm.utils.argparse_utils.FlexibleArgumentParser`` (older: ``vllm.utils``) and
+- ``vllm.utils.argparse_utils.FlexibleArgumentParser`` and
   ``vllm.entrypoints.openai.cli_args.make_arg_parser`` / ``validate_parsed_serve_args``:
   the ``vllm serve`` flag set, parsed and checked unchanged.
 - ``vllm.entrypoints.utils.cli_env_setup``: the environment ``vllm serve`` sets up
@@ -22,9 +24,8 @@ vLLM objects used (same paths on 0.18.1 and 0.22.1; each is probed, see ``_Symbo
   State(), args, supported_tasks)`` fills a ``starlette.datastructures.State`` whose
   ``openai_serving_chat`` is the ``OpenAIServingChat``; ``supported_tasks`` comes from
   ``await engine_client.get_supported_tasks()``.
-- ``ChatCompletionRequest`` from ``vllm.entrypoints.openai.chat_completion.protocol``
-  (older: ``vllm.entrypoints.openai.protocol``); ``ErrorResponse`` from
-  ``vllm.entrypoints.openai.engine.protocol`` (older: ``...openai.protocol``).
+- ``ChatCompletionRequest`` from ``vllm.entrypoints.openai.chat_completion.protocol``;
+  ``ErrorResponse`` from ``vllm.entrypoints.openai.engine.protocol``.
 - ``OpenAIServingChat.create_chat_completion(request, None)``: an async generator of
   SSE strings (stream), a ``ChatCompletionResponse`` or an ``ErrorResponse``; it may also
   raise ``vllm.exceptions.VLLMValidationError`` (e.g. ``max_tokens`` beyond the context).
@@ -61,16 +62,11 @@ from __future__ import annotations
 from .backend import VllmBackend
 from .chunks import StreamChunk, parse_sse
 from .errors import FAMILIES, BackendError, BackendStartupError
-from .versions import (
-    SUPPORTED_RANGE,
-    UnsupportedVllmVersion,
-    check_version_supported,
-    detect_vllm_version,
-)
+from .families import check_version_supported, family_for, limitations, nearest_tested
+from .versions import UnsupportedVllmVersion, detect_vllm_version
 
 __all__ = [
     "FAMILIES",
-    "SUPPORTED_RANGE",
     "BackendError",
     "BackendStartupError",
     "StreamChunk",
@@ -78,5 +74,8 @@ __all__ = [
     "VllmBackend",
     "check_version_supported",
     "detect_vllm_version",
+    "family_for",
+    "limitations",
+    "nearest_tested",
     "parse_sse",
 ]

@@ -22,16 +22,11 @@ from .errors import (
     _responses_stream_failure,
     _validation_error,
 )
-from .lines import (
-    FEATURE_EMBEDDINGS,
-    FEATURE_MODELS,
-    FEATURE_RESPONSES,
-    NO_EMBEDDINGS_ENGINE,
-    limitations,
-)
+from .families import Family, check_version_supported
+from .lines import FEATURE_EMBEDDINGS, FEATURE_MODELS, FEATURE_RESPONSES, NO_EMBEDDINGS_ENGINE
 from .pooling import PoolingEngine, engine_healthy, open_pooling_engine, serving_state
 from .symbols import _Symbols
-from .versions import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
+from .versions import UnsupportedVllmVersion, detect_vllm_version
 
 __all__ = ["VllmBackend"]
 
@@ -71,6 +66,7 @@ class VllmBackend:
         self,
         *,
         symbols: _Symbols,
+        family: Family,
         engine_client: Any,
         serving_chat: Any,
         args: Any,
@@ -86,6 +82,8 @@ class VllmBackend:
         self._models = serving_models
         self.args = args
         self.version = version
+        #: the version family whose binding located vLLM's objects (:mod:`.families`)
+        self.family = family
         self.startup_path = startup_path
         names = getattr(args, "served_model_name", None)
         self.served_model_names: list[str] = list(names) if names else [str(args.model)]
@@ -95,8 +93,8 @@ class VllmBackend:
         self._aborted_early: set[str] = set()
         # request id -> engine id of the Responses requests in flight (chat's is derived)
         self._response_engine_ids: dict[str, str] = {}
-        self.limitations: dict[str, str] = limitations(version)
-        if serving_responses is None or symbols.responses_request is None:
+        self.limitations: dict[str, str] = family.limitations(version)
+        if serving_responses is None:
             self.limitations[FEATURE_RESPONSES] = (
                 f"vLLM {version} built no Responses serving object for this model"
             )
@@ -144,8 +142,8 @@ class VllmBackend:
         (:meth:`abort_in_flight`). Raises :class:`UnsupportedVllmVersion` or
         :class:`BackendStartupError` (no engine client, or the model serves no chat).
         """
-        version = cls._checked_version(allow_unsupported)
-        sym = _Symbols.probe()
+        version, family = cls._checked_version(allow_unsupported)
+        sym = family.symbols()
         engine_client = getattr(state, "engine_client", None)
         args = getattr(state, "args", None)
         if engine_client is None or args is None:
@@ -153,23 +151,24 @@ class VllmBackend:
                 "vLLM's app state holds no engine client (init_app_state has not run, or this "
                 "is a render-only server without an engine)"
             )
-        return cls._bind(sym, state, engine_client, args, version, startup_path=startup_path)
+        return cls._bind(sym, family, state, engine_client, args, version,
+                         startup_path=startup_path)
 
     @staticmethod
-    def _checked_version(allow_unsupported: bool) -> str:
+    def _checked_version(allow_unsupported: bool) -> tuple[str, Family]:
         version = detect_vllm_version()
         if version is None:
             raise UnsupportedVllmVersion(
                 "vLLM is not importable in this Python; run inside a vLLM venv "
                 "(scripts/vllm-venv VERSION builds one)"
             )
-        check_version_supported(version, allow_unsupported=allow_unsupported)
-        return version
+        return version, check_version_supported(version, allow_unsupported=allow_unsupported)
 
     @classmethod
     def _bind(
         cls,
         sym: _Symbols,
+        family: Family,
         state: Any,
         engine_client: Any,
         args: Any,
@@ -180,7 +179,7 @@ class VllmBackend:
     ) -> VllmBackend:
         """The one binding both start-up paths end in: ``state.openai_serving_chat``, and
         ``openai_serving_responses`` / ``openai_serving_models`` (``init_app_state`` builds
-        both whenever the model generates, on 0.18.1 and 0.22.1)."""
+        both whenever the model generates, on every bound family)."""
         chat = getattr(state, "openai_serving_chat", None)
         if chat is None:
             offered = f" (supported tasks: {tasks})" if tasks is not None else ""
@@ -189,6 +188,7 @@ class VllmBackend:
             )
         return cls(
             symbols=sym,
+            family=family,
             engine_client=engine_client,
             serving_chat=chat,
             args=args,
@@ -202,14 +202,13 @@ class VllmBackend:
     @contextlib.asynccontextmanager
     async def _open(cls, argv: list[str], allow_unsupported: bool,
                     embeddings_argv: list[str] | None = None) -> AsyncIterator[VllmBackend]:
-        version = cls._checked_version(allow_unsupported)
-        sym = _Symbols.probe()
+        version, family = cls._checked_version(allow_unsupported)
+        sym = family.symbols()
         args = cls._parse_args(sym, argv)
         # parsed before either engine starts: bad flags fail in a second, not after start-up
         pooling_args = (None if embeddings_argv is None
                         else cls._parse_args(sym, embeddings_argv, what="embeddings engine "))
-        if sym.cli_env_setup is not None:
-            sym.cli_env_setup()
+        sym.cli_env_setup()
 
         try:
             engine_cm = sym.build_engine_client(args)
@@ -222,9 +221,8 @@ class VllmBackend:
                 state, tasks = await serving_state(sym, engine_client, args)
             except Exception as exc:
                 raise BackendStartupError(f"vLLM serving layer failed to start: {exc}") from exc
-            backend = cls._bind(
-                sym, state, engine_client, args, version, startup_path="explicit", tasks=tasks
-            )
+            backend = cls._bind(sym, family, state, engine_client, args, version,
+                                startup_path="explicit", tasks=tasks)
             if pooling_args is None:
                 yield backend
             else:
@@ -255,11 +253,10 @@ class VllmBackend:
             ) from None
         if getattr(args, "model_tag", None):
             args.model = args.model_tag
-        if sym.validate_args is not None:
-            try:
-                sym.validate_args(args)
-            except (TypeError, ValueError) as exc:
-                raise BackendStartupError(str(exc)) from exc
+        try:
+            sym.validate_args(args)
+        except (TypeError, ValueError) as exc:
+            raise BackendStartupError(str(exc)) from exc
         return args
 
     # ----------------------------------------------------------------- requests
@@ -295,7 +292,7 @@ class VllmBackend:
     def _error_from_exception(self, exc: BaseException) -> BackendError:
         if isinstance(exc, BackendError):
             return exc
-        if self._sym.engine_errors and isinstance(exc, self._sym.engine_errors):
+        if isinstance(exc, self._sym.engine_errors):
             return BackendError(
                 "engine_failure",
                 str(exc) or type(exc).__name__,
@@ -303,7 +300,7 @@ class VllmBackend:
                 error_type=type(exc).__name__,
                 original={"error": {"message": str(exc), "type": type(exc).__name__, "code": 500}},
             )
-        if self._sym.create_error_response is not None and isinstance(exc, Exception):
+        if isinstance(exc, Exception):
             try:
                 err = self._sym.create_error_response(exc)
             except Exception:
@@ -437,7 +434,7 @@ class VllmBackend:
         raises :class:`BackendError`); ``stream=False`` returns the Response object.
         Rejections raise :class:`BackendError`.
         """
-        if self._responses is None or self._sym.responses_request is None:
+        if self._responses is None:
             raise BackendError("internal", self.limitations.get(FEATURE_RESPONSES, "no Responses"))
         self._claim(request_id)
         response_id = _RESPONSE_ID_PREFIX + request_id

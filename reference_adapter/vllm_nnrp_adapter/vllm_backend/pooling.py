@@ -6,7 +6,7 @@ error). A deployment that serves both runs two engines; ``vllm-nnrp serve
 --nnrp-embeddings-engine 'MODEL --runner pooling …'`` starts the second one in the adapter's
 process from ``vllm serve`` arguments, through vLLM's own ``build_async_engine_client`` and
 ``init_app_state`` like the first, and serves ``embeddings.create`` through the
-``ServingEmbedding`` that builds (``state.serving_embedding`` on 0.18.1 and 0.22.1).
+``ServingEmbedding`` that builds (``state.serving_embedding`` on every bound family).
 
 Owns: starting and stopping that engine, the embeddings call (vLLM answers with a JSON
 response, or raises), and what the engine adds to the served models and the model list.
@@ -112,7 +112,7 @@ async def open_pooling_engine(sym: _Symbols, args: Any) -> AsyncIterator[Pooling
             raise BackendStartupError(
                 f"the embeddings engine's serving layer failed to start: {exc}") from exc
         serving = getattr(state, "serving_embedding", None)
-        if serving is None or sym.embedding_request is None:
+        if serving is None:
             raise BackendStartupError(
                 f"the embeddings engine serves no embeddings (model {args.model!r}, supported "
                 f"tasks {tasks}): give it a pooling runner, e.g. --runner pooling "

@@ -1,107 +1,50 @@
-"""Locating vLLM's objects for the installed version (each probed among the paths the
-supported line uses; a missing one is an :class:`UnsupportedVllmVersion` naming what)."""
+"""The vLLM objects the binding uses, as one record (:class:`_Symbols`). Where each lives on a
+given vLLM is its version family's to say (:mod:`.families`); this module only names them."""
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
 
-from .versions import UnsupportedVllmVersion
-
-__all__ = ["_Symbols"]
-
-def _import_first(candidates: list[tuple[str, str]], what: str) -> Any:
-    errors = []
-    for module_name, attr in candidates:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            errors.append(f"{module_name}: {exc}")
-            continue
-        if hasattr(module, attr):
-            return getattr(module, attr)
-        errors.append(f"{module_name} has no {attr}")
-    raise UnsupportedVllmVersion(f"cannot locate vLLM's {what}: " + "; ".join(errors))
+__all__ = ["SYMBOL_NAMES", "_Symbols"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Symbols:
-    """The vLLM objects this binding uses, located by probing known import paths."""
+    """The vLLM objects of one installed vLLM, located by its family's binding."""
 
+    #: ``FlexibleArgumentParser``: the parser ``vllm serve`` builds its flags on
     parser_cls: Any
+    #: ``make_arg_parser(parser)``: the ``vllm serve`` flag set
     make_arg_parser: Any
+    #: ``validate_parsed_serve_args(args)``: ``vllm serve``'s own checks of the parsed flags
     validate_args: Any
+    #: ``cli_env_setup()``: the process environment ``vllm serve`` sets up (spawned engine core)
     cli_env_setup: Any
+    #: ``build_async_engine_client(args)``: async context manager yielding the engine client
     build_engine_client: Any
+    #: ``init_app_state(engine_client, state, args[, supported_tasks])``: the serving objects
     init_app_state: Any
+    #: ``ChatCompletionRequest``
     chat_request: Any
+    #: ``ErrorResponse``: what a serving object answers a rejection with
     error_response: Any
+    #: ``create_error_response(exc)``: the mapping vLLM's HTTP server applies to an exception
     create_error_response: Any
-    validation_error: type[BaseException] | None
-    engine_errors: tuple[type[BaseException], ...] = field(default_factory=tuple)
-    #: ``ResponsesRequest`` (None: this vLLM has no Responses API, so none is served)
-    responses_request: Any = None
-    #: ``EmbeddingCompletionRequest`` (an ``input`` body; None: no pooling serving layer)
-    embedding_request: Any = None
+    #: ``EngineDeadError``
+    engine_dead_error: Any
+    #: ``EngineGenerateError``
+    engine_generate_error: Any
+    #: ``ResponsesRequest``
+    responses_request: Any
+    #: ``EmbeddingCompletionRequest`` (an ``input`` body)
+    embedding_request: Any
 
-    @classmethod
-    def probe(cls) -> _Symbols:
-        def optional(cands: list[tuple[str, str]]) -> Any:
-            try:
-                return _import_first(cands, "optional")
-            except UnsupportedVllmVersion:
-                return None
+    @property
+    def engine_errors(self) -> tuple[type[BaseException], ...]:
+        """The engine's own failures (dead engine, failed generation)."""
+        return (self.engine_dead_error, self.engine_generate_error)
 
-        api = "vllm.entrypoints.openai.api_server"
-        engine_errors = tuple(
-            e
-            for e in (
-                optional([("vllm.v1.engine.exceptions", "EngineDeadError")]),
-                optional([("vllm.v1.engine.exceptions", "EngineGenerateError")]),
-            )
-            if e is not None
-        )
-        return cls(
-            parser_cls=_import_first(
-                [
-                    ("vllm.utils.argparse_utils", "FlexibleArgumentParser"),
-                    ("vllm.utils", "FlexibleArgumentParser"),
-                ],
-                "FlexibleArgumentParser",
-            ),
-            make_arg_parser=_import_first(
-                [("vllm.entrypoints.openai.cli_args", "make_arg_parser")], "make_arg_parser"
-            ),
-            validate_args=optional(
-                [("vllm.entrypoints.openai.cli_args", "validate_parsed_serve_args")]
-            ),
-            cli_env_setup=optional([("vllm.entrypoints.utils", "cli_env_setup")]),
-            build_engine_client=_import_first(
-                [(api, "build_async_engine_client")], "build_async_engine_client"
-            ),
-            init_app_state=_import_first([(api, "init_app_state")], "init_app_state"),
-            chat_request=_import_first(
-                [
-                    ("vllm.entrypoints.openai.chat_completion.protocol", "ChatCompletionRequest"),
-                    ("vllm.entrypoints.openai.protocol", "ChatCompletionRequest"),
-                ],
-                "ChatCompletionRequest",
-            ),
-            error_response=_import_first(
-                [
-                    ("vllm.entrypoints.openai.engine.protocol", "ErrorResponse"),
-                    ("vllm.entrypoints.openai.protocol", "ErrorResponse"),
-                ],
-                "ErrorResponse",
-            ),
-            create_error_response=optional([("vllm.entrypoints.utils", "create_error_response")]),
-            validation_error=optional([("vllm.exceptions", "VLLMValidationError")]),
-            engine_errors=engine_errors,
-            responses_request=optional(
-                [("vllm.entrypoints.openai.responses.protocol", "ResponsesRequest")]
-            ),
-            embedding_request=optional(
-                [("vllm.entrypoints.pooling.embed.protocol", "EmbeddingCompletionRequest")]
-            ),
-        )
+
+#: every field of :class:`_Symbols`: what a family must place
+SYMBOL_NAMES: tuple[str, ...] = tuple(f.name for f in fields(_Symbols))
