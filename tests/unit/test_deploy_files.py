@@ -29,7 +29,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter import probe as probe_module
 from vllm_nnrp_adapter.cli import COMMANDS, _serve_parser
 
@@ -236,7 +236,7 @@ def test_the_kustomization_renders_offline() -> None:
     assert sorted(d["kind"] for d in rendered) == sorted(KINDS)
     (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
     image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == f"vllm-nnrp:{CURRENT_LINE_TESTED}-cpu"
+    assert image == f"vllm-nnrp:{NEWEST_TESTED}-cpu"
 
 
 def test_selectors_reach_the_pods_and_the_volume_exists() -> None:
@@ -306,9 +306,9 @@ def test_the_pod_runs_as_the_images_user() -> None:
 # --- the Containerfile ---------------------------------------------------------------------------
 
 
-def test_the_image_is_built_on_the_current_tested_vllm_line() -> None:
+def test_the_image_is_built_on_the_newest_tested_vllm_line() -> None:
     defaults = arg_defaults()
-    assert defaults["VLLM_VERSION"] == CURRENT_LINE_TESTED
+    assert defaults["VLLM_VERSION"] == NEWEST_TESTED
     assert defaults["VLLM_IMAGE"] == "vllm/vllm-openai-cpu:v${VLLM_VERSION}-x86_64"
     (base,) = instruction("FROM")
     assert base == "${VLLM_IMAGE}"
@@ -320,7 +320,7 @@ def test_the_image_is_built_on_the_current_tested_vllm_line() -> None:
             versions |= set(re.findall(r"vllm/vllm-openai(?:-cpu)?:v(\d+\.\d+\.\d+)", text))
             versions |= set(re.findall(r"vllm-nnrp:(\d+\.\d+\.\d+)-(?:cpu|cuda)", text))
             versions |= set(re.findall(r"newTag: (\d+\.\d+\.\d+)-cpu", text))
-    assert versions == {CURRENT_LINE_TESTED}
+    assert versions == {NEWEST_TESTED}
 
 
 def test_the_image_copies_what_the_wheel_is_built_from() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate, validate_event
-from vllm_nnrp_adapter import CURRENT_LINE_TESTED, LOWER_BOUND_TESTED, profile
+from vllm_nnrp_adapter import LINES, NEWEST_TESTED, profile
 from vllm_nnrp_adapter.adapter import OPERATION_FEATURES, VllmNnrpAdapter, withheld_operations
 from vllm_nnrp_adapter.bodies import (
     OPERATOR_ONLY_FIELDS,
@@ -26,15 +26,17 @@ from vllm_nnrp_adapter.bodies import (
 from vllm_nnrp_adapter.conformance import LIMITED_LINE_MANIFEST, manifest_for_vllm
 from vllm_nnrp_adapter.profile import ProfileError
 from vllm_nnrp_adapter.settings import default_manifest_path
+from vllm_nnrp_adapter.vllm_backend.families import family_for, limitations
 from vllm_nnrp_adapter.vllm_backend.lines import (
     FEATURE_EMBEDDINGS,
     FEATURE_MODELS,
     FEATURE_RESPONSES_STREAM_TOOLS,
     NO_EMBEDDINGS_ENGINE,
-    limitations,
 )
 
 REPO = Path(__file__).resolve().parents[2]
+#: the first line's lower bound: the one tested version that claims less (docs/levels.md)
+LOWER_BOUND = LINES[0].lower_bound
 MANIFEST = json.loads((REPO / "manifests" / "vllm-nnrp-adapter.json").read_text())
 
 
@@ -82,24 +84,24 @@ def test_the_manifest_claims_levels_1_2_3_with_the_four_operations():
 
 
 def test_the_current_line_keeps_every_claim():
-    adapter = VllmNnrpAdapter(LineBackend(CURRENT_LINE_TESTED), MANIFEST)
+    adapter = VllmNnrpAdapter(LineBackend(NEWEST_TESTED), MANIFEST)
     assert adapter.withheld == {}
     assert _claims(adapter.capabilities) == _claims(MANIFEST)
     assert validate("capability-document", adapter.capabilities) == []
-    assert manifest_for_vllm(CURRENT_LINE_TESTED, embeddings=True) == default_manifest_path()
+    assert manifest_for_vllm(NEWEST_TESTED, embeddings=True) == default_manifest_path()
 
 
 def test_without_an_embeddings_engine_only_embeddings_create_is_withheld():
     """vLLM runs one runner per engine: the generating engine alone serves no embeddings,
     and Level 3 stays with models.list; the suite's manifest for such a run says the same."""
-    backend = LineBackend(CURRENT_LINE_TESTED)
+    backend = LineBackend(NEWEST_TESTED)
     backend.limitations[FEATURE_EMBEDDINGS] = NO_EMBEDDINGS_ENGINE
     adapter = VllmNnrpAdapter(backend, MANIFEST)
     assert adapter.withheld == {contract.OP_EMBEDDINGS_CREATE: NO_EMBEDDINGS_ENGINE}
     doc = adapter.capabilities
     assert doc["compatibility_levels"] == [1, 2, 3]
     assert contract.OP_EMBEDDINGS_CREATE not in adapter.operations
-    without = json.loads(manifest_for_vllm(CURRENT_LINE_TESTED).read_text())
+    without = json.loads(manifest_for_vllm(NEWEST_TESTED).read_text())
     assert validate("manifest", without) == []
     assert _claims(doc) == _claims(without)
 
@@ -107,7 +109,7 @@ def test_without_an_embeddings_engine_only_embeddings_create_is_withheld():
 def test_the_lower_bound_line_claims_level_1_only_and_its_manifest_says_so():
     """vLLM 0.18.1 breaks Responses streaming with tools: no Level 2, and so no Level 3
     (a higher level includes the lower ones); the per-line manifest is exactly that."""
-    backend = LineBackend(LOWER_BOUND_TESTED)
+    backend = LineBackend(LOWER_BOUND)
     assert FEATURE_RESPONSES_STREAM_TOOLS in backend.limitations
     adapter = VllmNnrpAdapter(backend, MANIFEST)
     assert set(adapter.withheld) == {contract.OP_RESPONSES_CREATE}
@@ -118,16 +120,53 @@ def test_the_lower_bound_line_claims_level_1_only_and_its_manifest_says_so():
     assert adapter.operations == (contract.OP_CHAT_COMPLETIONS_CREATE,)
     lower = json.loads(LIMITED_LINE_MANIFEST.read_text())
     assert validate("manifest", lower) == []
-    assert manifest_for_vllm(LOWER_BOUND_TESTED) == LIMITED_LINE_MANIFEST
+    assert manifest_for_vllm(LOWER_BOUND) == LIMITED_LINE_MANIFEST
     assert _claims(doc) == _claims(lower)
     assert {k: v for k, v in lower.items() if k not in ("compatibility_levels", "operations")} \
         == {k: v for k, v in MANIFEST.items() if k not in ("compatibility_levels", "operations")}
 
 
 @pytest.mark.parametrize(("version", "limited"), [("0.18.1", True), ("0.21.9", True),
-                                                  ("0.22.0", False), ("0.22.1", False)])
+                                                  ("0.22.0", False), ("0.22.1", False),
+                                                  ("0.23.0", False), ("0.32.0", False)])
 def test_the_line_boundary(version, limited):
     assert bool(limitations(version)) is limited
+
+
+@pytest.mark.parametrize(("version", "family"), [
+    ("0.18.1", "0.18"), ("0.22.1", "0.18"), ("0.23.0", "0.23"), ("0.28.2", "0.23"),
+    ("0.29.0", "0.29"), ("0.32.0", "0.29"), ("0.34.1", "0.29"), ("0.17.1", "0.18")])
+def test_each_version_is_bound_by_its_family(version, family):
+    assert family_for(version).name == family
+
+
+def _levels_offered(version: str) -> list[int]:
+    """What the adapter claims on vLLM ``version`` with an embeddings engine beside it."""
+    backend = LineBackend(version)
+    backend.limitations.pop(FEATURE_EMBEDDINGS, None)
+    return VllmNnrpAdapter(backend, MANIFEST).capabilities["compatibility_levels"]
+
+
+@pytest.mark.parametrize("version", [v for line in LINES for v in line.tested])
+def test_the_policy_states_the_levels_the_adapter_claims(version):
+    """The release policy's levels for each tested version are what the adapter offers there
+    (its family's limitations decide), so the gate holds the evidence to the truth."""
+    (line,) = [line for line in LINES if version in line.tested]
+    assert list(line.levels[version]) == _levels_offered(version)
+
+
+def test_the_levels_page_lists_each_tested_version_as_the_policy_does():
+    rows = {}
+    for row in (REPO / "docs" / "levels.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0][:1].isdigit():
+            rows[cells[0]] = ([int(x) for x in cells[3].split(",")], cells[2], cells[4])
+    expected = {v: list(line.levels[v]) for line in LINES for v in line.tested}
+    assert {v: r[0] for v, r in rows.items()} == expected
+    for version, (levels, family, why) in rows.items():
+        assert family == family_for(version).name
+        # a level not claimed has its reason written
+        assert bool(why) is (levels != [1, 2, 3]), version
 
 
 def test_level_3_goes_only_with_both_of_its_operations():
@@ -161,7 +200,7 @@ def test_a_chat_only_backend_is_offered_chat_only():
 def test_without_withholding_the_document_is_the_manifest():
     old = {**MANIFEST, "compatibility_levels": [1], "operations": MANIFEST["operations"][:1]}
     assert _claims(profile.capability_document(old, ["m"])) == _claims(old)
-    backend = LineBackend(CURRENT_LINE_TESTED)
+    backend = LineBackend(NEWEST_TESTED)
     backend.limitations = {FEATURE_MODELS: "no models object"}
     assert _claims(VllmNnrpAdapter(backend, old).capabilities) == _claims(old)
 
@@ -277,9 +316,9 @@ def test_the_manifest_command_prints_what_a_deployment_claims(capsys, tmp_path) 
     """`vllm-nnrp manifest` is the operator's way to the manifest of a suite run: the same
     file the release and the real-vLLM tests use, per line and embeddings engine."""
     cases = {
-        (CURRENT_LINE_TESTED, False): manifest_for_vllm(CURRENT_LINE_TESTED),
-        (CURRENT_LINE_TESTED, True): default_manifest_path(),
-        (LOWER_BOUND_TESTED, False): manifest_for_vllm(LOWER_BOUND_TESTED),
+        (NEWEST_TESTED, False): manifest_for_vllm(NEWEST_TESTED),
+        (NEWEST_TESTED, True): default_manifest_path(),
+        (LOWER_BOUND, False): manifest_for_vllm(LOWER_BOUND),
     }
     for (version, embeddings), expected in cases.items():
         code, out, _ = _manifest_command(
@@ -288,12 +327,12 @@ def test_the_manifest_command_prints_what_a_deployment_claims(capsys, tmp_path) 
         assert json.loads(out) == json.loads(expected.read_text()), (version, embeddings)
         assert validate("manifest", json.loads(out)) == []
         names = [op["name"] for op in json.loads(out)["operations"]]
-        assert (contract.OP_EMBEDDINGS_CREATE in names) is (embeddings and version == CURRENT_LINE_TESTED)
+        assert (contract.OP_EMBEDDINGS_CREATE in names) is (embeddings and version == NEWEST_TESTED)
     dest = tmp_path / "adapter.json"
-    code, out, err = _manifest_command(["--vllm-version", CURRENT_LINE_TESTED, "--out", str(dest)],
+    code, out, err = _manifest_command(["--vllm-version", NEWEST_TESTED, "--out", str(dest)],
                                        capsys)
     assert code == 0 and out == "" and str(dest) in err
-    assert dest.read_text() == manifest_for_vllm(CURRENT_LINE_TESTED).read_text()
+    assert dest.read_text() == manifest_for_vllm(NEWEST_TESTED).read_text()
 
 
 def test_the_manifest_command_says_what_is_wrong(capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -304,6 +343,6 @@ def test_the_manifest_command_says_what_is_wrong(capsys, tmp_path, monkeypatch) 
     monkeypatch.setattr(cli, "detect_vllm_version", lambda: None)
     code, out, err = _manifest_command([], capsys)
     assert code == 2 and "no vLLM is installed here: give --vllm-version" in err
-    code, out, err = _manifest_command(["--vllm-version", CURRENT_LINE_TESTED, "--out",
+    code, out, err = _manifest_command(["--vllm-version", NEWEST_TESTED, "--out",
                                         str(tmp_path / "missing" / "adapter.json")], capsys)
     assert code == 2 and f"cannot write {tmp_path / 'missing' / 'adapter.json'}" in err

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from vllm_nnrp_adapter.conformance import engine_environment
+from vllm_nnrp_adapter.conformance import engine_environment, vllm_api_server_module
 from vllm_nnrp_adapter.processes import start_process_group, stop_process_group
 
 __all__ = [
@@ -278,7 +278,7 @@ class HttpServer:
         cmd = [
             self.python,
             "-m",
-            "vllm.entrypoints.openai.api_server",
+            vllm_api_server_module(self.python),
             "--model",
             str(self.model_dir),
             *self.engine_args,

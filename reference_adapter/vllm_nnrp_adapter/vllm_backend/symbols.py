@@ -25,6 +25,9 @@ class _Symbols:
     build_engine_client: Any
     #: ``init_app_state(engine_client, state, args[, supported_tasks])``: the serving objects
     init_app_state: Any
+    #: ``build_app(args[, supported_tasks])``: the API server's app, with ``--middleware``
+    #: mounted (the plugin path's hook)
+    build_app: Any
     #: ``ChatCompletionRequest``
     chat_request: Any
     #: ``ErrorResponse``: what a serving object answers a rejection with

