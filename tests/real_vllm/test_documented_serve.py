@@ -3,7 +3,7 @@
 A newcomer must be able to start the adapter by hand from the docs' command as written (it
 once failed on vLLM's default memory reservation, and once printed no serving line). The test
 takes the ``sh`` block from ``docs/operator-guide.md`` and runs it with bash from the
-repository root, unchanged: it builds (or reuses) the vLLM 0.22.1 environment, makes the tiny
+repository root, unchanged: it builds (or reuses) the vLLM environment of the newest tested version, makes the tiny
 model in ``/tmp/tiny-model`` and serves it on ``127.0.0.1:4433``. Then the whole suite runs
 against that address and must pass. The block's own fixed port and model path are part of what
 is checked; a port already taken fails the test with that reason, and a model folder that was
@@ -32,6 +32,12 @@ GUIDE = REPO / "docs" / "operator-guide.md"
 TARGET = ("127.0.0.1", 4433)
 MODEL_DIR = Path("/tmp/tiny-model")
 START_LIMIT_S = 600.0
+
+
+def test_the_documented_block_uses_the_newest_tested_vllm() -> None:
+    from vllm_nnrp_adapter import NEWEST_TESTED
+
+    assert set(re.findall(r"\.vllm-venvs/([\d.]+)/", documented_block())) == {NEWEST_TESTED}
 
 
 def documented_block() -> str:
