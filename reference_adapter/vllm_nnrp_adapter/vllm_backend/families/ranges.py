@@ -37,8 +37,13 @@ def in_range(version: str, spec: str) -> bool:
     return True
 
 
-def releases_apart(a: str, b: str) -> tuple[int, ...]:
-    """How far apart two versions are, for "the nearest tested version": the absolute
-    difference of each release number, most significant first (compared as a tuple)."""
+def releases_apart(a: str, b: str) -> int:
+    """How far apart two versions are, for "the nearest tested version": the distance between
+    their release numbers read as one number (each part worth 1,000 of the next), so 1.0.0 is
+    nearer 0.32.0 than 0.18.1."""
     x, y = _padded(release(a), release(b))
-    return tuple(abs(p - q) for p, q in zip(x, y, strict=True))
+    width = max(len(x), 3)
+    x, y = x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
+    weight = [1000 ** (width - 1 - i) for i in range(width)]
+    return abs(sum(p * w for p, w in zip(x, weight, strict=True))
+               - sum(q * w for q, w in zip(y, weight, strict=True)))
