@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -35,6 +35,9 @@ from .vllm_backend.lines import (
     FEATURE_RESPONSES,
     FEATURE_RESPONSES_STREAM_TOOLS,
 )
+
+if TYPE_CHECKING:
+    from .observability import Recorder
 
 __all__ = ["OPERATION_FEATURES", "OPERATOR_ONLY_FIELDS", "VllmNnrpAdapter", "check_chat_body"]
 
@@ -97,7 +100,7 @@ class VllmNnrpAdapter:
         backend: ChatBackend,
         manifest: Mapping[str, Any],
         *,
-        recorder: Any | None = None,
+        recorder: Recorder | None = None,
         allowed_operator_fields: Iterable[str] = (),
         echo_text_in_diagnostics: bool = False,
         backend_stall_timeout_s: float | None = DEFAULT_BACKEND_STALL_TIMEOUT_S,
@@ -124,15 +127,16 @@ class VllmNnrpAdapter:
         return self._capabilities
 
     async def handle(self, ctx: Any) -> AsyncIterator[dict[str, Any]]:
-        record = self.recorder.start(ctx) if self.recorder is not None else None
+        recorder = self.recorder  # the one that started the record finishes it
+        record = recorder.start(ctx) if recorder is not None else None
         try:
             async for event in self._handle(ctx, record):
                 if record is not None:
                     record.event(event)
                 yield event
         finally:
-            if record is not None:
-                self.recorder.finish(record, ctx)
+            if recorder is not None and record is not None:
+                recorder.finish(record, ctx)
 
     async def _handle(self, ctx: Any, record: Any) -> AsyncIterator[dict[str, Any]]:
         try:

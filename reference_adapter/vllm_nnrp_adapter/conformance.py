@@ -239,7 +239,7 @@ class AdapterProcess:
     embeddings: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     started_in_s: float | None = None
-    _proc: subprocess.Popen | None = None
+    _proc: subprocess.Popen[bytes] | None = None
     _tmp: Path | None = None
     # every pid seen in the adapter's process tree once it served: a process that dies before
     # stop (a killed engine core) still gets its shared-memory files removed
@@ -249,7 +249,8 @@ class AdapterProcess:
 
     @property
     def address(self) -> str:
-        return self.info["address"]
+        address: str = self.info["address"]  # the ready file's, written by our own adapter
+        return address
 
     @property
     def pid(self) -> int | None:
@@ -339,7 +340,7 @@ class AdapterProcess:
                      what: str) -> dict[str, Any]:
         """Wait for the ready file ``ready`` and read it; a ConformanceSetupError naming
         ``what`` when the process exits, or ``timeout`` seconds from ``since`` pass, first."""
-        assert self._proc is not None
+        assert self._proc is not None and self.log_path is not None, "start() sets both"
         while not ready.is_file():
             if self._proc.poll() is not None:
                 raise ConformanceSetupError(

@@ -123,11 +123,12 @@ class _Histogram:
 
 @dataclass
 class _Aggregates:
-    operations: Counter = field(default_factory=Counter)  # (operation, terminal_type)
-    errors: Counter = field(default_factory=Counter)  # (code, backend_family)
-    cancellations: Counter = field(default_factory=Counter)  # source
+    # (operation, terminal_type)
+    operations: Counter[tuple[str, str]] = field(default_factory=Counter)
+    errors: Counter[tuple[str, str]] = field(default_factory=Counter)  # (code, backend_family)
+    cancellations: Counter[str] = field(default_factory=Counter)  # source
     events: int = 0
-    tokens: Counter = field(default_factory=Counter)  # input/output
+    tokens: Counter[str] = field(default_factory=Counter)  # input/output
     first_event: _Histogram = field(default_factory=_Histogram)
     queue_delay: _Histogram = field(default_factory=_Histogram)
     in_flight: int = 0
@@ -143,7 +144,8 @@ class Recorder:
 
     def start(self, ctx: Any) -> ObservationRecord:
         envelope = ctx.envelope if isinstance(ctx.envelope, dict) else {}
-        body = envelope.get("body") if isinstance(envelope.get("body"), dict) else {}
+        raw_body = envelope.get("body")
+        body = raw_body if isinstance(raw_body, dict) else {}
         operation = envelope.get("operation")
         model = body.get("model")
         record = ObservationRecord(

@@ -31,7 +31,7 @@ def start_process_group(cmd: Sequence[str], **popen: Any) -> subprocess.Popen[An
     return subprocess.Popen(list(cmd), process_group=0, **popen)
 
 def stop_process_group(
-    proc: subprocess.Popen,
+    proc: subprocess.Popen[Any],
     timeout: float = 60.0,
     *,
     known_pids: Iterable[int] = (),

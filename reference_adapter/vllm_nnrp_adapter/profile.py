@@ -126,7 +126,9 @@ def output_item_done_event(output_index: int, item: Mapping[str, Any]) -> dict[s
     return {"type": EV_OUTPUT_ITEM_DONE, "output_index": output_index, "item": dict(item)}
 
 
-def usage_event(input_tokens: int, output_tokens: int, total_tokens: int | None = None) -> dict:
+def usage_event(
+    input_tokens: int, output_tokens: int, total_tokens: int | None = None
+) -> dict[str, Any]:
     total = input_tokens + output_tokens if total_tokens is None else total_tokens
     return {
         "type": EV_USAGE,
@@ -146,11 +148,15 @@ def _tool_call_base(kind: str, index: int, item_id: str, call_id: str) -> dict[s
     return {"type": kind, "index": index, "item_id": item_id, "call_id": call_id}
 
 
-def tool_call_started_event(index: int, item_id: str, call_id: str, name: str) -> dict:
+def tool_call_started_event(
+    index: int, item_id: str, call_id: str, name: str
+) -> dict[str, Any]:
     return {**_tool_call_base(EV_TOOL_CALL_STARTED, index, item_id, call_id), "name": name}
 
 
-def tool_call_delta_event(index: int, item_id: str, call_id: str, arguments_delta: str) -> dict:
+def tool_call_delta_event(
+    index: int, item_id: str, call_id: str, arguments_delta: str
+) -> dict[str, Any]:
     event = _tool_call_base(EV_TOOL_CALL_DELTA, index, item_id, call_id)
     event["arguments_delta"] = arguments_delta
     return event
@@ -230,11 +236,14 @@ def parse_envelope(
             ) from None
         try:
             obj = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting too deep"
-            where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+        except json.JSONDecodeError as exc:
             raise ProfileError(
-                ERR_INVALID_REQUEST, f"envelope is not valid JSON: {detail}{where}"
+                ERR_INVALID_REQUEST,
+                f"envelope is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
+            ) from None
+        except RecursionError:
+            raise ProfileError(
+                ERR_INVALID_REQUEST, "envelope is not valid JSON: nesting too deep"
             ) from None
     else:
         obj = payload
@@ -277,7 +286,9 @@ def parse_envelope(
 
 
 def load_manifest_document(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    # a manifest is a JSON object (the suite's manifest format); its fields are read by name
+    document: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return document
 
 
 def capability_document(

@@ -25,9 +25,10 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
+import anyio.abc
 
 from nnrp_conformance import contract
 
@@ -40,6 +41,15 @@ from .settings import ServeConfig, claim_explicit_path
 from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion, VllmBackend
 
 log = logging.getLogger("vllm_nnrp_adapter.serve")
+
+
+class _ServerLimits(TypedDict, total=False):
+    """The :class:`NnrpServer` limits a :class:`ServeConfig` may set; an unset one keeps the
+    server's default."""
+
+    max_envelope_bytes: int
+    max_in_flight_per_connection: int
+    busy_poll_budget_per_s: float
 
 
 @contextlib.asynccontextmanager
@@ -69,7 +79,7 @@ async def nnrp_serving(
             else {"backend_stall_timeout_s": config.backend_stall_timeout_s}
         ),
     )
-    server_kwargs = {}
+    server_kwargs: _ServerLimits = {}
     if config.max_envelope_bytes is not None:
         server_kwargs["max_envelope_bytes"] = config.max_envelope_bytes
     if config.max_in_flight is not None:
@@ -119,7 +129,11 @@ def _stop_metrics(metrics: Any) -> None:
             server.server_close()
 
 
-async def serve(config: ServeConfig, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+async def serve(
+    config: ServeConfig,
+    *,
+    task_status: anyio.abc.TaskStatus[dict[str, Any]] = anyio.TASK_STATUS_IGNORED,
+) -> None:
 
     # vLLM loads its general plugins here too (our vllm_plugin among them): keep it off.
     claim_explicit_path()

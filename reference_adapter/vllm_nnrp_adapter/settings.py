@@ -16,7 +16,7 @@ import logging
 import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,9 @@ class ServeConfig:
 
     vllm_argv: list[str]
     listen: str = "127.0.0.1:4433"
-    manifest_path: Path | None = None
+    # the packaged manifest unless one is named: a ServeConfig built in code (not from flags
+    # or the environment) serves too, where None failed in Path(None) at start-up
+    manifest_path: Path = field(default_factory=default_manifest_path)
     max_envelope_bytes: int | None = None
     max_in_flight: int | None = None
     #: polls a second the busy sessions share (None: the server's default, 0: no budget)
@@ -250,7 +252,6 @@ def config_from_flags(opts: argparse.Namespace, vllm_argv: list[str]) -> ServeCo
         if value is None:
             continue
         values[s.field] = tuple(value) if s.kind == "list" else value
-    values.setdefault("manifest_path", default_manifest_path())
     return ServeConfig(vllm_argv=vllm_argv, **values)
 
 
@@ -337,7 +338,6 @@ def settings_from_environ(environ: Mapping[str, str] | None = None) -> ServeConf
             f"{ENV_PREFIX}EMBEDDINGS_ENGINE: a second, pooling engine is started only by "
             "`vllm-nnrp serve --nnrp-embeddings-engine`; beside `vllm serve`, run a second "
             "`vllm serve` of the pooling model")
-    values.setdefault("manifest_path", default_manifest_path())
     return ServeConfig(vllm_argv=[], startup_path=STARTUP_PATH, **values)
 
 

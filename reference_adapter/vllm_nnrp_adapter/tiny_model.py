@@ -148,7 +148,9 @@ def is_complete(dest: Path, *, max_position_embeddings: int = 512) -> bool:
         recorded = json.loads(marker.read_text())
     except (OSError, json.JSONDecodeError):
         return False
-    return recorded == _marker_body(max_position_embeddings)
+    # a marker of another spec, or a damaged one, compares unequal: not complete
+    matches: bool = recorded == _marker_body(max_position_embeddings)
+    return matches
 
 
 def _marker_body(max_position_embeddings: int) -> dict[str, int | str]:
@@ -221,7 +223,8 @@ def _successors(tok: Any) -> dict[int, int]:
             link(a, b)
 
     def encode(text: str) -> list[int]:
-        return tok.encode(text, add_special_tokens=False)
+        ids: list[int] = tok.encode(text, add_special_tokens=False)  # transformers' ids
+        return ids
 
     text = encode(SCRIPTED_TEXT_REPLY)
     again = encode(" " + SCRIPTED_TEXT_REPLY)

@@ -31,7 +31,8 @@ from nnrp_conformance.client import NnrpClient
 
 from .common import metric, write_results
 from .common import results_document as build
-from .wire import envelope, pct, server_process
+from .wire import pct, server_process
+from .wire_servers import envelope
 
 FANOUTS = (1, 4, 16, 32)
 ENDLESS = 10_000_000  # events asked of the handler: far more than any run lets it send
@@ -58,7 +59,9 @@ async def _round(client: NnrpClient, n: int, after: int) -> list[dict[str, Any]]
         out.append(
             {
                 "cancel_to_terminal_ms": (
-                    (term.received_at_ns - sent) / 1e6 if sent and term.received_at_ns else None
+                    (term.received_at_ns - sent) / 1e6
+                    if term is not None and sent and term.received_at_ns
+                    else None
                 ),
                 "stale": op.stale_after_cancel,
                 "ended": f"{term.delivery}/{term.outcome}" if term else "none",

@@ -5,7 +5,7 @@ of its innermost known frame, and the CPU share of each per thread (idle waits l
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 
 #: (category, file substring, function names or None for any), matched against each frame;
@@ -210,8 +210,9 @@ def attribute(
     """(µs per token by category, µs per token by thread name): each thread's exact CPU is
     shared among the categories of its non-idle samples; a thread py-spy saw no Python frame
     of (native threads: zmq I/O, tokenizer pools) counts as one category of its own."""
-    by_cat: Counter[str] = Counter()
-    by_name: Counter[str] = Counter()
+    # µs are floats: defaultdicts, not Counters (whose counts are ints)
+    by_cat: defaultdict[str, float] = defaultdict(float)
+    by_name: defaultdict[str, float] = defaultdict(float)
     for tid, cpu in cpu_by_tid.items():
         us = cpu / tokens * 1e6 if tokens else 0.0
         name, cats = threads.get(tid, ("(native thread)", Counter()))
@@ -222,7 +223,12 @@ def attribute(
             continue
         for cat, n in cats.items():
             by_cat[cat] += us * n / total
-    return dict(by_cat.most_common()), dict(by_name.most_common())
+    return _largest_first(by_cat), _largest_first(by_name)
+
+
+def _largest_first(values: Mapping[str, float]) -> dict[str, float]:
+    """``values`` ordered as Counter.most_common orders them: largest first, ties as they came."""
+    return dict(sorted(values.items(), key=lambda item: item[1], reverse=True))
 
 
 NATIVE = "native threads (zmq I/O, tokenizer pools; no Python frames)"

@@ -271,7 +271,7 @@ class HttpServer:
     start_timeout: float = 600.0
     port: int = 0
     started_in_s: float | None = None
-    _proc: subprocess.Popen | None = None
+    _proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> HttpServer:
         self.port = self.port or free_port()

@@ -26,7 +26,7 @@ from vllm_nnrp_adapter.nnrp_server import NnrpServer
 from .common import metric, print_results, results_document, write_results
 from .proc_cpu import cpu_seconds
 from .streams import load_average
-from .wire import bench_handler, envelope
+from .wire_servers import bench_handler, envelope
 
 __all__ = ["main"]
 

@@ -42,15 +42,17 @@ def summarise(rounds: Sequence[RoundResult]) -> dict[str, Any]:
     errors = 0
     first_error: Any = None
     for rr in rounds:
-        round_ttft = []
+        round_ttft: list[float] = []
         for s in rr.samples:
             if not _ok(s):
                 errors += 1
                 first_error = first_error or s.error or "no content or no end of stream"
                 continue
-            round_ttft.append(s.ttft_ms)
+            ttft_ms, total_ms = s.ttft_ms, s.total_ms
+            assert ttft_ms is not None and total_ms is not None, "_ok(s) checked both"
+            round_ttft.append(ttft_ms)
             itl.extend(gaps_ms(s.content_ns))
-            total.append(s.total_ms)
+            total.append(total_ms)
             if s.tokens_per_s is not None:
                 tps.append(s.tokens_per_s)
         ttft += round_ttft

@@ -189,7 +189,9 @@ async def _drive_child(address: str, args: argparse.Namespace) -> dict[str, Any]
         done = await anyio.run_process(cmd, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"soak driver exited {done.returncode}: {done.stderr.decode()[-2000:]}")
-    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+    # the driver (this module's --drive) prints its summary object as its last line
+    summary: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    return summary
 
 
 def build_parser() -> argparse.ArgumentParser:

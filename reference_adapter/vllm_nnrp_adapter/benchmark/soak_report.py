@@ -42,8 +42,8 @@ def _commit() -> str | None:
 
 def _slope_kib_per_kop(points: list[dict[str, Any]]) -> float:
     """Least-squares RSS growth per 1,000 operations over ``points``."""
-    xs = [p["operations"] for p in points]
-    ys = [p["rss_mib"] * 1024 for p in points]
+    xs: list[float] = [p["operations"] for p in points]
+    ys: list[float] = [p["rss_mib"] * 1024 for p in points]
     if len(points) < 2 or max(xs) == min(xs):
         return 0.0
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)

@@ -22,7 +22,7 @@ from nnrp_conformance.wire import codec
 from nnrp_conformance.wire.codec import WireViolation
 from vllm_nnrp_adapter import profile
 
-from .operation import CancelInfo, OperationContext, _Op, _Terminal
+from .operation import CancelInfo, Handler, OperationContext, _Op, _Terminal
 
 if TYPE_CHECKING:
     from .pump import _SessionPump
@@ -41,7 +41,8 @@ class _Hints:
 
     @classmethod
     def of(cls, envelope: dict[str, Any]) -> _Hints:
-        nnrp = envelope.get("nnrp") if isinstance(envelope.get("nnrp"), dict) else {}
+        raw = envelope.get("nnrp")
+        nnrp: dict[str, Any] = raw if isinstance(raw, dict) else {}
         timeout_ms = nnrp.get("timeout_ms")
         cancel_after = nnrp.get("cancel_after_events")
         return cls(
@@ -69,6 +70,15 @@ class _Streamed:
 class _OperationRunner:
     """The per-operation half of :class:`NnrpServer` (a mixin: it reads the server's
     settings, ``stats``, ``handler`` and ``_tasks``)."""
+
+    # What the mixin reads of the server, set by NnrpServer.__init__: declared here so that
+    # each read is checked against one type.
+    handler: Handler
+    max_envelope_bytes: int
+    max_in_flight: int
+    abort_hook_timeout: float
+    stats: dict[str, int]
+    _tasks: set[asyncio.Task[None]]
 
     def _start_op(self, sess: _SessionPump, op: _Op) -> None:
         task = asyncio.ensure_future(self._run_op(sess, op))
@@ -176,8 +186,10 @@ class _OperationRunner:
                             op.space_waiter = asyncio.get_running_loop().create_future()
                             if len(op.out) >= op.queue_size:
                                 await op.space_waiter
+                        # a stop may come while the queue was full: mypy keeps the narrowing
+                        # of the check above across that await, so it calls this unreachable
                         if op.stop_reason is not None:
-                            break
+                            break  # type: ignore[unreachable]
                         sess.enqueue(op, body)
                         op.enqueued += 1
                         emitted += 1
@@ -189,7 +201,10 @@ class _OperationRunner:
         finally:
             op.scope = None
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-                await agen.aclose()
+                # a handler returns any async iterator; an async generator is closed here
+                aclose = getattr(agen, "aclose", None)
+                if aclose is not None:
+                    await aclose()
         # Judged after both scopes: when the pump sees the deadline first it cancels the
         # outer scope, and a check inside it would be skipped by that very cancellation.
         out.timed_out = (

@@ -340,10 +340,10 @@ class _SessionPump:
         """Handle one polled event; True when the session is over."""
         if ev.kind is NativeServerEventKind.SUBMIT:
             native = ev.as_submit()
-            op = _Op(native, now, self.server.queue_size)
-            self.ops[op.operation_id] = op
-            self.by_frame[op.frame_id] = op
-            self.server._loop_call(self.server._start_op, self, op)
+            new_op = _Op(native, now, self.server.queue_size)
+            self.ops[new_op.operation_id] = new_op
+            self.by_frame[new_op.frame_id] = new_op
+            self.server._loop_call(self.server._start_op, self, new_op)
             return False
         if ev.kind is NativeServerEventKind.RUNTIME:
             rt = ev.as_runtime()
