@@ -14,9 +14,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from . import LINES, SUPPORTED_VLLM, __version__
 from .benchmark import main as bench_main
@@ -143,7 +142,8 @@ def cmd_version(_argv: Sequence[str]) -> int:
     return 0
 
 
-COMMANDS: dict[str, Any] = {
+#: name -> (the command's function: arguments -> exit status, its line in --help)
+COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "serve": (cmd_serve, "serve a model with vLLM over NNRP"),
     "probe": (probe_command, "health probe: is an NNRP endpoint serving its capability document?"),
     "conformance": (cmd_conformance, "start the adapter on the embedded default and run the suite"),

@@ -14,6 +14,7 @@ main job); without it the full ones (``scripts/regenerate-evidence`` → ``repor
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
@@ -195,7 +196,8 @@ def main(argv: Sequence[str]) -> int:
         counts = short if args.quick else full
         step(
             f"{title} ({counts[0]:,} operations on {sessions} sessions)",
-            lambda name=name, sessions=sessions, counts=counts: _bench(
+            functools.partial(
+                _bench,
                 sys.executable,
                 "soak",
                 ["--name", name, "--sessions", str(sessions), "--ops", str(counts[0]),

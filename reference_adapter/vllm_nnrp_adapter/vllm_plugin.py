@@ -55,6 +55,7 @@ from .settings import (
     ENV_PREFIX,
     STARTUP_PATH,
     PluginSettingsError,
+    ServeConfig,
     claim_explicit_path,
     enabled,
     explicit_path_claimed,
@@ -145,7 +146,7 @@ class _Refusal(Exception):
         self.status = status
 
 
-def _checked_config() -> Any:
+def _checked_config() -> ServeConfig:
     """Settings, vLLM version and manifest, checked; raises :class:`_Refusal`."""
     # lazy on purpose: vLLM imports this module in every process it starts (module docstring)
     from .profile import load_manifest_document
@@ -155,6 +156,8 @@ def _checked_config() -> Any:
         config = settings_from_environ()
     except PluginSettingsError as exc:
         raise _Refusal(str(exc), 2) from None
+    if config is None:  # the callers run only when it is set; the environment may change
+        raise _Refusal(f"{ENV_LISTEN} is not set", 2)
     version = detect_vllm_version()
     try:
         if version is None:
@@ -217,7 +220,7 @@ class NnrpServing:
             await send(message)
 
         async def receive_through() -> dict[str, Any]:
-            message = await receive()
+            message: dict[str, Any] = await receive()  # an ASGI message
             if message.get("type") == "lifespan.shutdown":
                 await self._stop()
             return message

@@ -9,7 +9,7 @@ import contextlib
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 
@@ -27,6 +27,9 @@ from .lines import FEATURE_EMBEDDINGS, FEATURE_MODELS, FEATURE_RESPONSES, NO_EMB
 from .pooling import PoolingEngine, engine_healthy, open_pooling_engine, serving_state
 from .symbols import _Symbols
 from .versions import UnsupportedVllmVersion, detect_vllm_version
+
+#: what a serving call's stream handler makes of vLLM's stream (chunks or Responses events)
+_Stream = TypeVar("_Stream")
 
 __all__ = ["VllmBackend"]
 
@@ -356,10 +359,10 @@ class VllmBackend:
         self,
         create: Callable[[], Awaitable[Any]],
         request_id: str,
-        stream: Callable[[Any, str], Any],
+        stream: Callable[[Any, str], _Stream],
         dump: Callable[[Any], dict[str, Any]],
         forget: Callable[[], object] | None = None,
-    ) -> Any:
+    ) -> _Stream | dict[str, Any]:
         """One serving-class call for ``request_id`` (already in ``_inflight``).
 
         vLLM's error answer or exception becomes a :class:`BackendError`; a caller cancelled

@@ -86,7 +86,8 @@ def _error_from_response(err: Any) -> BackendError:
 
 
 def _error_from_dict(payload: dict[str, Any]) -> BackendError:
-    info = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+    inner = payload.get("error")
+    info: dict[str, Any] = inner if isinstance(inner, dict) else payload
     status = info.get("code") if isinstance(info.get("code"), int) else None
     error_type = info.get("type") if isinstance(info.get("type"), str) else None
     message = str(info.get("message", ""))

@@ -45,5 +45,5 @@ def releases_apart(a: str, b: str) -> int:
     width = max(len(x), 3)
     x, y = x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
     weight = [1000 ** (width - 1 - i) for i in range(width)]
-    return abs(sum(p * w for p, w in zip(x, weight, strict=True))
-               - sum(q * w for q, w in zip(y, weight, strict=True)))
+    apart: int = sum((p - q) * w for p, q, w in zip(x, y, weight, strict=True))
+    return abs(apart)
