@@ -36,7 +36,9 @@ and field-checked too.
 Extension fields (spec §7): a top-level event field named after a manifest extension
 (``name``, ``name.*``, or ``name`` with dots as underscores) is ignored by the schema check
 when the extension is non-critical, or critical and selected for the case; so non-critical
-extension fields never change a verdict.
+extension fields never change a verdict. The field of a critical extension the case did not
+select, like a profile field on an event type that does not carry it, collides: ``event.schema``
+(docs/verdicts.md#field-collisions).
 """
 
 from __future__ import annotations
