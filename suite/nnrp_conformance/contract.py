@@ -77,6 +77,18 @@ PARTIAL_EVENT_TYPES: Final = (
 TERMINAL_EVENT_TYPES: Final = (EV_COMPLETED, EV_ERROR, EV_CANCELLED)
 EVENT_TYPES: Final = (*PARTIAL_EVENT_TYPES, *TERMINAL_EVENT_TYPES)
 
+#: the event types of the profile's own event table (profile design §7, the public contract's
+#: tool-call events): the fields their schemas name are the profile's event fields (see
+#: validation.profile_event_fields). Level 2's item and reasoning events are this project's.
+PROFILE_TABLE_EVENT_TYPES: Final = (
+    EV_OUTPUT_TEXT_DELTA,
+    *TOOL_CALL_EVENT_TYPES,
+    EV_USAGE,
+    EV_COMPLETED,
+    EV_ERROR,
+    EV_CANCELLED,
+)
+
 #: event type -> its schema file's name (without ``.schema.json``)
 EVENT_SCHEMA_NAMES: Final = MappingProxyType(
     {

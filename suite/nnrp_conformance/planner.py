@@ -64,7 +64,7 @@ from typing import Any
 from nnrp_conformance import contract
 from nnrp_conformance.manifest import Manifest
 from nnrp_conformance.plan import Plan, PlanError, PlannedCase
-from nnrp_conformance.recipes import Recipe
+from nnrp_conformance.recipes import Recipe, field_alternatives
 from nnrp_conformance.substitution import (
     PARAM_MODEL_ID,
     PARAM_UNSUPPORTED_OPERATION,
@@ -122,10 +122,10 @@ def unclaimed_operation(manifest: Manifest) -> str:
 
 def _expects_unsupported_operation(expect: Mapping[str, Any]) -> bool:
     for entry in expect.get("events") or ():
-        fields = entry.get("fields") or {}
-        err = fields.get("error") if isinstance(fields, dict) else None
-        if isinstance(err, dict) and err.get("code") == contract.ERR_UNSUPPORTED_OPERATION:
-            return True
+        for fields in field_alternatives(entry) or ():
+            err = fields.get("error") if isinstance(fields, dict) else None
+            if isinstance(err, dict) and err.get("code") == contract.ERR_UNSUPPORTED_OPERATION:
+                return True
     return False
 
 

@@ -14,7 +14,7 @@ the profile are Level 1 concerns).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,6 +29,7 @@ __all__ = [
     "RecipeError",
     "RecipeProblem",
     "bundled_recipes_dir",
+    "field_alternatives",
     "load_recipe_file",
     "load_recipes",
     "recipe_level",
@@ -109,6 +110,16 @@ def bundled_recipes_dir() -> Path:
     except (ModuleNotFoundError, NotADirectoryError):  # pragma: no cover - defensive
         pass
     return Path(__file__).resolve().parents[2] / "recipes"
+
+
+def field_alternatives(entry: Mapping[str, Any]) -> list[Any] | None:
+    """The field subsets one ``expect.events`` entry accepts, any one of which an event must
+    contain: its ``fields_any_of`` list, else its one ``fields`` object, else None (any event
+    of its type). Every reader of an expectation's fields goes through here, so an
+    alternative is never seen by one check and missed by another."""
+    if "fields_any_of" in entry:
+        return list(entry["fields_any_of"])
+    return [entry["fields"]] if "fields" in entry else None
 
 
 def recipe_level(data: dict[str, Any]) -> int:

@@ -28,7 +28,9 @@ __all__ = [
     "UnknownSchemaError",
     "Violation",
     "check",
+    "event_fields",
     "load_schema",
+    "profile_event_fields",
     "registry",
     "schema_names",
     "schema_uri",
@@ -324,6 +326,22 @@ def validate_event(event: object) -> list[Violation]:
             )
         ]
     return validate(name, event)
+
+
+@cache
+def event_fields(event_type: str) -> frozenset[str]:
+    """The top-level fields the schema of ``event_type`` names (an unknown type: none)."""
+    name = contract.EVENT_SCHEMA_NAMES.get(event_type)
+    return frozenset(_schemas()[name].get("properties", {})) if name else frozenset()
+
+
+@cache
+def profile_event_fields() -> frozenset[str]:
+    """Every top-level field the schemas of the profile's own event types name (``usage``,
+    ``error``, ``body``, ``delta``, ``item_id``, …): read from the schemas, never restated. A
+    field of this set on an event type whose schema lacks it collides with the profile's
+    meaning of that field (checks.stream)."""
+    return frozenset().union(*(event_fields(t) for t in contract.PROFILE_TABLE_EVENT_TYPES))
 
 
 def check(name: str, instance: object) -> None:

@@ -16,6 +16,10 @@ from typing import Any
 
 import pytest
 
+from nnrp_conformance.manifest import load_manifest
+from nnrp_conformance.planner import build_plan
+from nnrp_conformance.recipes import load_recipes
+
 pytestmark = pytest.mark.wire
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -65,6 +69,11 @@ READINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...], set[tuple[str, str]]
     "chat-usage-names": ((), ("level1/chat-usage-shape", "upstream/chat-usage.json"), set()),
     "backend-error-family": ((), ("level1/chat-backend-error", "upstream/chat-backend-error.json"),
                              set()),
+    # the profile design's own error example (§10) for a model that is not available: our
+    # recipes accept it, strict or not (upstream's recipe does not: pinned below)
+    "unsupported-model": (("--levels", "3"), ("level1/chat-backend-error",
+                                              "level1/chat-backend-error-streaming",
+                                              "level2/responses-backend-error"), set()),
     "ignores-cancel-hint": (("--defect",), ("level1/chat-cancel-hint",), {("cancel.hint", NS)}),
     "no-output-items": (("--levels", "3"), ("level2/responses-streaming-text",
                                             "level2/responses-output-item-ordering"),
@@ -105,6 +114,24 @@ def test_a_reading_the_profile_allows_passes(tmp_path: Path, start_endpoint: Any
         assert code == 0 and seen == want, out
         code, doc, out = cli(tmp_path, ep, "--model", "minimal-model", "--strict", *chosen)
         assert code == (1 if want else 0), out
+
+
+def test_upstreams_backend_error_recipe_still_fixes_the_code(tmp_path: Path,
+                                                             start_endpoint: Any) -> None:
+    """Upstream's recipe names backend_error and stays strict and unchanged: the endpoint
+    that answers the profile design's unsupported_model fails it, on the profile's rules,
+    whenever it is selected; and a run of the bundled recipes selects it."""
+    upstream = "openai-compatible.chat.backend-error"
+    plan = build_plan(load_recipes(), load_manifest(EXAMPLE / "manifest.json"),
+                      model_id="minimal-model")
+    assert upstream in {c.id for c in plan.selected()}
+    with start_endpoint(tmp_path, None, ("--variant", "unsupported-model")) as ep:
+        code, doc, out = cli(tmp_path, ep, "--model", "minimal-model",
+                             "--recipes", recipe_file("upstream/chat-backend-error.json"))
+    (case,) = doc["results"]
+    assert code == 1 and case["id"] == upstream and case["outcome"] == "failed", out
+    failed = {f["rule"] for f in case["diagnostics"]["findings"] if f["level"] == "failed"}
+    assert failed == {"sequence.expected", "error.code"}, out
 
 
 def test_a_capability_file_without_models_says_so(tmp_path: Path, start_endpoint: Any) -> None:

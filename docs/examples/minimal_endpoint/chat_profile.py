@@ -375,6 +375,13 @@ class _Chat:
             if self.defect == "extension-misuse":
                 # an extension field no manifest declares, on a standard event
                 event["acme_trace"] = {"t": i}
+            if self.defect == "profile-field-misplaced":
+                # a running count on every delta: the profile's usage field, on the wrong event
+                event["usage"] = {"output_tokens": i + 1}
+            if self.defect == "critical-extension-unselected":
+                # the field of a critical extension (manifest-critical-extension.json) sent
+                # whether or not the request selected it
+                event["acme_priority"] = "high"
             body = encode(event)
             yield b"data: " + body + b"\n\n" if self.defect == "sse-framing" else body
 

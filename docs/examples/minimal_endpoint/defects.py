@@ -84,6 +84,14 @@ DEFECTS: Final = MappingProxyType(
             "text deltas carry an undeclared extension field (acme_trace) beside the "
             "standard ones"
         ),
+        "profile-field-misplaced": (
+            "text deltas carry a running usage object: the profile's field of response.usage "
+            "on an event type that does not carry it"
+        ),
+        "critical-extension-unselected": (
+            "text deltas carry acme_priority, the field of the critical extension acme.priority "
+            "that manifest-critical-extension.json declares, though no request selected it"
+        ),
         # Level 2 (--levels 2 or 3): responses.create
         "item-done-early": (
             "responses: the first output item's response.output_item.done comes right after "

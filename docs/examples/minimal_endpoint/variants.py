@@ -36,6 +36,10 @@ VARIANTS: Final = MappingProxyType(
             "example) instead of input_tokens/output_tokens (its §11 example)"
         ),
         "backend-error-family": "backend_error in the invalid_request_error family",
+        "unsupported-model": (
+            "a model it does not serve is answered unsupported_model (invalid_request_error), "
+            "the profile design's own error example (§10), instead of backend_error"
+        ),
         "no-output-items": (
             "Responses streams without response.output_item.added/done events (the profile's "
             "event table has none)"
@@ -121,6 +125,21 @@ def _usage_names(event: dict[str, Any], _op: int) -> dict[str, Any]:
     return {**event, "usage": {renamed.get(k, k): v for k, v in usage.items()}}
 
 
+#: the profile design's error example (§10), word for word
+UNSUPPORTED_MODEL: Final = MappingProxyType({
+    "type": "invalid_request_error", "code": "unsupported_model",
+    "message": "The requested model is not available.",
+})
+
+
+def _unsupported_model(event: dict[str, Any], _op: int) -> dict[str, Any]:
+    err = event.get("error")
+    if event.get("type") != "response.error" or not isinstance(err, dict) \
+            or err.get("code") != "backend_error":
+        return event
+    return {**event, "error": dict(UNSUPPORTED_MODEL)}
+
+
 def _timeout_family(event: dict[str, Any], _op: int) -> dict[str, Any]:
     err = event.get("error")
     if isinstance(err, dict) and err.get("code") == "timeout":
@@ -136,6 +155,7 @@ _RESTYLES: Final = MappingProxyType({
     "backend-error-family": lambda event, _op: _error(event, type="invalid_request_error")
     if isinstance(event.get("error"), dict) and event["error"].get("code") == "backend_error"
     else event,
+    "unsupported-model": _unsupported_model,
     "no-output-items": lambda event, _op: None
     if event.get("type") in ("response.output_item.added", "response.output_item.done")
     else event,

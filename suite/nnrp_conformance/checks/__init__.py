@@ -25,8 +25,9 @@ Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
 
 Matching ``expect.events`` (stricter than upstream, §11.C): one forward cursor over the
 observed sequence (partial events, then the terminal event). For each entry, the events of
-its type at or after the cursor that contain ``fields`` (recursive subset; arrays match
-element-wise as a prefix; scalars equal, ``true`` is not ``1``) are counted; at least
+its type at or after the cursor that contain ``fields``, or one of its ``fields_any_of``
+(recursive subset; arrays match element-wise as a prefix; scalars equal, ``true`` is not
+``1``), are counted; at least
 ``min_count`` (default 1, or 0 when ``optional``) are needed and at most ``max_count`` of
 that type may follow the cursor. The cursor then moves past the ``min_count``-th match, or
 past the first match of an optional entry that is present, so optional entries are order-
@@ -35,7 +36,9 @@ and field-checked too.
 Extension fields (spec §7): a top-level event field named after a manifest extension
 (``name``, ``name.*``, or ``name`` with dots as underscores) is ignored by the schema check
 when the extension is non-critical, or critical and selected for the case; so non-critical
-extension fields never change a verdict.
+extension fields never change a verdict. The field of a critical extension the case did not
+select, like a profile field on an event type that does not carry it, collides: ``event.schema``
+(docs/verdicts.md#field-collisions).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks.context import Context, at, show, type_of
+from nnrp_conformance.recipes import field_alternatives
 
 
 def _recommended_code(code: Any) -> Any:
@@ -42,6 +43,20 @@ def _choice_problem(err: dict[str, Any]) -> str | None:
     return None
 
 
+def _expected_codes(expect: Any) -> set[str]:
+    """The codes the recipe's response.error expectations accept (each of an entry's
+    ``fields_any_of`` alternatives names one)."""
+    codes: set[str] = set()
+    for entry in (expect or {}).get("events") or ():
+        if entry.get("type") != contract.EV_ERROR:
+            continue
+        for fields in field_alternatives(entry) or ():
+            err = fields.get("error") if isinstance(fields, dict) else None
+            if isinstance(err, dict) and isinstance(err.get("code"), str):
+                codes.add(err["code"])
+    return codes
+
+
 def check_errors(ctx: Context) -> None:
     seq = ctx.seq
     for i, ev in enumerate(seq):
@@ -64,12 +79,7 @@ def check_errors(ctx: Context) -> None:
             ctx.fail("error.code-alias", f"error.code {code!r} is another implementation's "
                      f"name; this suite recommends {alias_of!r}",
                      index=i, expected=alias_of, seen=code)
-    expected_codes: set[str] = {
-        code
-        for e in (ctx.case.expect or {}).get("events") or ()
-        if e.get("type") == contract.EV_ERROR
-        and isinstance(code := ((e.get("fields") or {}).get("error") or {}).get("code"), str)
-    }
+    expected_codes = _expected_codes(ctx.case.expect)
     seen_errors = [(i, ev) for i, ev in enumerate(seq) if type_of(ev) == contract.EV_ERROR]
     if expected_codes and seen_errors:
         i, ev = seen_errors[-1]

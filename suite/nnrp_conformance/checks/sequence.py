@@ -1,5 +1,6 @@
 """Checks on the order and content of the events: the recipe's ``expect.events`` matched with
-one forward cursor (``sequence.expected``), tool-call ordering (``order.tool-call``,
+one forward cursor (``sequence.expected``; an entry's ``fields_any_of`` accepts any one of its
+field subsets), tool-call ordering (``order.tool-call``,
 ``tool-call.arguments``), one usage summary (``usage.at-most-once``) and the named checks
 ``usage-shape`` (``usage.shape``) and ``text-order`` (``order.text-index``)."""
 
@@ -17,6 +18,7 @@ from nnrp_conformance.checks.context import (
     type_of,
     usage_names,
 )
+from nnrp_conformance.recipes import field_alternatives
 from nnrp_conformance.tool_calls import tool_call_problems
 
 
@@ -48,6 +50,25 @@ def _profile_fields(typ: str, fields: Any) -> Any:
     return {**fields, "error": kept}
 
 
+def _expected_fields(typ: str, entry: Mapping[str, Any]) -> list[Any] | None:
+    """The profile's part of each field subset the entry accepts (None: any event)."""
+    alternatives = field_alternatives(entry)
+    return None if alternatives is None else [_profile_fields(typ, f) for f in alternatives]
+
+
+def _shown(alternatives: list[Any]) -> Any:
+    """One expectation as findings show it: the subset, or ``{"any_of": [...]}``."""
+    return alternatives[0] if len(alternatives) == 1 else {"any_of": alternatives}
+
+
+def _mismatches(ev: Any, alternatives: list[Any]) -> str | None:
+    """Where ``ev`` misses each accepted field set (called only when it misses them all)."""
+    if len(alternatives) == 1:
+        return mismatch(ev, alternatives[0])
+    return "none of the accepted field sets: " + "; ".join(
+        f"({n}) {mismatch(ev, fields)}" for n, fields in enumerate(alternatives, 1))
+
+
 def check_expected(ctx: Context) -> None:
     obs = ctx.obs
     if obs.terminal_kind is None and (obs.timed_out or obs.extra.get("flooded")):
@@ -57,12 +78,13 @@ def check_expected(ctx: Context) -> None:
     cursor = 0
     for k, entry in enumerate(ctx.case.expect.get("events") or ()):
         typ = entry["type"]
-        fields = _profile_fields(typ, entry.get("fields"))
+        alternatives = _expected_fields(typ, entry)
         # an expectation beyond the profile names the recommendation a miss breaks
         rule = entry.get("rule", "sequence.expected")
         need = _entry_count(entry)
         candidates = [i for i in range(cursor, len(seq)) if type_of(seq[i]) == typ]
-        matching = [i for i in candidates if fields is None or json_contains(seq[i], fields)]
+        matching = [i for i in candidates if alternatives is None
+                    or any(json_contains(seq[i], fields) for fields in alternatives)]
         label = f"expect.events[{k}] ({typ}" + (", optional" if entry.get("optional") else "") \
             + ")"
         # after our cancel nnrp-py drops the operation's queued partials (docs/verdicts.md
@@ -70,12 +92,13 @@ def check_expected(ctx: Context) -> None:
         unseeable = not matching and ctx.obs.cancelled_at_index is not None \
             and typ not in contract.TERMINAL_EVENT_TYPES
         if (len(matching) < need and not unseeable) or (candidates and not matching):
-            if candidates and fields is not None and not matching:
+            if candidates and alternatives is not None and not matching:
                 first = candidates[0]
                 ctx.fail(rule,
                          f"{label}: {typ} at or after event #{cursor} does not contain the "
-                         f"expected fields: {mismatch(seq[first], fields)} — {at(seq, first)}",
-                         index=first, expected=fields, seen=seq[first])
+                         f"expected fields: {_mismatches(seq[first], alternatives)} — "
+                         f"{at(seq, first)}",
+                         index=first, expected=_shown(alternatives), seen=seq[first])
             else:
                 earlier = [i for i in range(cursor) if type_of(seq[i]) == typ]
                 where = (f"; {len(earlier)} earlier one(s) out of order (first at #{earlier[0]})"
@@ -85,7 +108,9 @@ def check_expected(ctx: Context) -> None:
                          f"seen {len(matching)}{where}; observed types: "
                          f"{[type_of(e) for e in seq]}",
                          index=cursor if cursor < len(seq) else None,
-                         expected={"type": typ, "min_count": need, "fields": fields},
+                         expected={"type": typ, "min_count": need,
+                                   "fields": None if alternatives is None
+                                   else _shown(alternatives)},
                          seen=len(matching))
         hi = entry.get("max_count")
         if hi is not None and len(candidates) > hi:

@@ -1,12 +1,15 @@
 """Checks on the stream as received: the client's wire findings (``wire.*``), an operation
 that failed in the client (``wire.transport``), undecodable results (``event.decode``) and
-every event against its schema: what the profile fixes (``event.schema``), this project's
-closed objects and limits (``event.extra-field``, ``event.value-limit``,
-``event.diagnostics-field``: recommendations), with the manifest's extension fields allowed."""
+every event against its schema: what the profile fixes (``event.schema``, with an extra
+field that collides with a profile field or a declared extension not in effect), this
+project's closed objects and limits (``event.extra-field`` for an extra field that collides
+with nothing, ``event.value-limit``, ``event.diagnostics-field``: recommendations), with the
+fields of the manifest's extensions in effect allowed."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from nnrp_conformance import contract, validation
 from nnrp_conformance.checks.context import Context, at, type_of
@@ -50,16 +53,38 @@ def check_decode(ctx: Context) -> None:
                  index=len(ctx.obs.events))
 
 
-def _extension_key(key: str, allowed: Iterable[str]) -> bool:
+def _extension_key(key: str, names: Iterable[str]) -> bool:
     return any(key == n or key.startswith(n + ".") or key == n.replace(".", "_")
-               for n in allowed)
+               for n in names)
 
 
 def _allowed_extensions(ctx: Context) -> set[str]:
+    """The declared extensions in effect for the case: the non-critical ones, and the
+    critical ones the case depends on (selected)."""
     if ctx.manifest is None:
         return set()
     return {n for n, crit in ctx.manifest.extensions.items()
             if not crit or n in (ctx.case.extensions or {})}
+
+
+def _collision(key: str, event_type: str, ctx: Context, allowed: set[str]) -> str | None:
+    """Why a top-level field outside its event type's schema collides with a meaning the
+    profile or the manifest gives it (None: it collides with nothing). Such an event is not
+    merely open, its shape is outside the profile (event.schema): a field of the profile's
+    event table on an event type that does not carry it (``usage`` on a text delta; an
+    extension never redefines one), or the field of a declared extension that is not in
+    effect for this case (a critical one the case did not select)."""
+    if key in validation.profile_event_fields():
+        owners = [t for t in contract.PROFILE_TABLE_EVENT_TYPES
+                  if key in validation.event_fields(t)]
+        return f"field '{key}' is the profile's field of {', '.join(owners)}, " \
+               f"not of {event_type}"
+    declared = set(ctx.manifest.extensions) - allowed if ctx.manifest is not None else set()
+    hit = sorted(n for n in declared if _extension_key(key, (n,)))
+    if hit:
+        return f"field '{key}' belongs to the declared critical extension {hit[0]!r}, " \
+               f"which this case did not select"
+    return None
 
 
 #: JSON Schema keywords whose breach is a limit of this project's, not a shape the profile
@@ -94,6 +119,10 @@ def check_schema(ctx: Context) -> None:
         for v in validation.validate_event(ev):
             top = v.pointer[1:].replace("~1", "/").replace("~0", "~") \
                 if v.rule == "additionalProperties" and v.pointer.count("/") == 1 else None
+            collision = None if top is None else _collision(top, type_of(ev) or "", ctx, allowed)
+            if collision is not None:
+                broken.setdefault("event.schema", []).append(replace(v, message=collision))
+                continue
             if top is not None and _extension_key(top, allowed):
                 continue
             if top == _DIAGNOSTICS_FIELD:
