@@ -57,6 +57,9 @@ async def answer(client: Any, env: dict) -> Any:
     assert [r for r in op.received if r.kind == "partial"] == []  # embeddings have no stream
     assert term.event is not None and validate_event(term.event) == [], term
     assert not op.wire_findings, op.wire_findings
+    if env["body"].get("model") == MODEL and not isinstance(env["body"].get("input"), int) \
+            and env["body"].get("input") not in ("", []):
+        assert term.event.get("type") == contract.EV_COMPLETED, term.event  # say why, if not
     return term
 
 
