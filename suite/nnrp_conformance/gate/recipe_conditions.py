@@ -18,6 +18,7 @@ from nnrp_conformance.gate.verdicts import (
     _gated,
     _results_by_id,
     _verdict,
+    about,
 )
 from nnrp_conformance.manifest import Manifest, ManifestError, implied_levels, load_manifest
 from nnrp_conformance.planner import PlanError, build_plan
@@ -114,7 +115,7 @@ def _level_rows(expected: Expected) -> list[dict[str, Any]]:
 
 
 def _who(g: Gated, target: str) -> str:
-    """``vLLM 0.22.1 (line >=0.18.0,<0.23)``: a recorded version, naming its line."""
+    """``TARGET VERSION (line SPEC)``: a recorded version, naming its line."""
     return f"{target} {g.version} ({g.line.name})"
 
 
@@ -159,6 +160,33 @@ def _check_selected(inputs: GateInputs, who: str, ve: VersionEvidence, expected:
                 )
 
 
+def _judge_claims(inputs: GateInputs, g: Gated, expected: Expected, evidence: list[str],
+                  failures: list[str]) -> list[dict[str, Any]] | None:
+    """One gated version: its manifest claims the policy's levels and its plan selected each
+    claimed level's recipes. Returns its Levels rows (None: no usable plan)."""
+    req = inputs.requirements
+    ve, version, who = g.evidence, g.version, _who(g, req.target)
+    if ve is None:
+        failures.append(f"no evidence for the {g.role} of the {req.target} {g.line.name} "
+                        f"({req.target} {version}): no execution plan")
+        return None
+    if not ve.plan.ok:
+        failures += [f"{who} execution plan: {p}" for p in ve.plan.problems]
+        return None
+    evidence.append(ve.plan.label)
+    manifest, label = _version_manifest(inputs, ve, failures)
+    if ve.manifest_path is not None:
+        evidence.append(label)
+    failures += _policy_levels(g, manifest, label, req.target)
+    mine = expected if manifest is inputs.manifest else \
+        _expected_levels(inputs, manifest, failures)
+    if manifest is not None and ve.plan.data["adapter"] != manifest.adapter:
+        failures.append(f"{ve.plan.label}: adapter {ve.plan.data['adapter']!r} is not the "
+                        f"manifest's {manifest.adapter!r}")
+    _check_selected(inputs, who, ve, mine, failures)
+    return _level_rows(mine)
+
+
 def level1_implemented(inputs: GateInputs) -> GateVerdict:
     """Level 1 is claimed (by the adapter's manifest and by every version's own); on every
     declared line each gated version claims the policy's levels for it and every claimed
@@ -172,28 +200,13 @@ def level1_implemented(inputs: GateInputs) -> GateVerdict:
     mandatory, optional = expected.get(contract.LEVEL_CHAT, ([], []))
     per_version: dict[str, list[dict[str, Any]]] = {}
     for g in _gated(inputs):
-        ve, version, who = g.evidence, g.version, _who(g, req.target)
-        if ve is None:
-            failures.append(f"no evidence for the {g.role} of the {req.target} {g.line.name} "
-                            f"({req.target} {version}): no execution plan")
-            continue
-        if version in per_version:  # a line whose lower bound is its current line's newest
-            continue
-        if not ve.plan.ok:
-            failures += [f"{who} execution plan: {p}" for p in ve.plan.problems]
-            continue
-        evidence.append(ve.plan.label)
-        manifest, label = _version_manifest(inputs, ve, failures)
-        if ve.manifest_path is not None:
-            evidence.append(label)
-        failures += _policy_levels(g, manifest, label, req.target)
-        mine = expected if manifest is inputs.manifest else \
-            _expected_levels(inputs, manifest, failures)
-        per_version[version] = _level_rows(mine)
-        if manifest is not None and ve.plan.data["adapter"] != manifest.adapter:
-            failures.append(f"{ve.plan.label}: adapter {ve.plan.data['adapter']!r} is not the "
-                            f"manifest's {manifest.adapter!r}")
-        _check_selected(inputs, who, ve, mine, failures)
+        if g.evidence is not None and g.version in per_version:
+            continue  # a line whose lower bound is its current line's newest: judged once
+        mine: list[str] = []
+        rows = _judge_claims(inputs, g, expected, evidence, mine)
+        if rows is not None:
+            per_version[g.version] = rows
+        failures += about(g, req.target, mine)
     details: dict[str, Any] = {"mandatory": mandatory, "claimed_optional": optional,
                                "levels": _level_rows(expected), "versions": per_version}
     claims = "; ".join(
@@ -231,6 +244,38 @@ def _row(case: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
     return row
 
 
+def _judge_results(inputs: GateInputs, g: Gated, adapter: str | None, evidence: list[str],
+                   failures: list[str]) -> list[dict[str, Any]] | None:
+    """One gated version: every case of its plan passed. Returns its recipe rows (None: no
+    usable case results or plan)."""
+    req = inputs.requirements
+    ve, who = g.evidence, _who(g, req.target)
+    if ve is None:
+        failures.append(f"no case results for the {g.role} of the {req.target} "
+                        f"{g.line.name} ({req.target} {g.version})")
+        return None
+    doc = ve.case_results
+    if not doc.ok:
+        failures += [f"{who} case results: {p}" for p in doc.problems]
+        return None
+    evidence.append(doc.label)
+    if adapter is not None and doc.data["adapter"] != adapter:
+        failures.append(f"{doc.label}: adapter {doc.data['adapter']!r} is not {adapter!r}")
+    if not ve.plan.ok:
+        failures.append(f"{who}: no valid execution plan, the selected recipes "
+                        f"are unknown ({ve.plan.problems[0]})")
+        return None
+    results = _results_by_id(doc)
+    rows = []
+    for case in ve.plan.data["cases"]:
+        row = _row(case, results.get(case["id"]))
+        rows.append(row)
+        if row["outcome"] != contract.OUTCOME_PASSED:
+            failures.append(f"{who}: {row['status']} recipe {case['id']} {row['outcome']}: "
+                            f"{row.get('message', '')}")
+    return rows
+
+
 def recipes_pass(inputs: GateInputs) -> GateVerdict:
     req = inputs.requirements
     failures: list[str] = []
@@ -238,35 +283,13 @@ def recipes_pass(inputs: GateInputs) -> GateVerdict:
     tables: dict[str, list[dict[str, Any]]] = {}
     adapter = inputs.manifest.adapter if inputs.manifest else None
     for g in _gated(inputs):
-        ve, version, who = g.evidence, g.version, _who(g, req.target)
-        if ve is None:
-            failures.append(f"no case results for the {g.role} of the {req.target} "
-                            f"{g.line.name} ({req.target} {version})")
-            continue
-        if version in tables:
-            continue
-        doc = ve.case_results
-        if not doc.ok:
-            failures += [f"{who} case results: {p}" for p in doc.problems]
-            continue
-        evidence.append(doc.label)
-        if adapter is not None and doc.data["adapter"] != adapter:
-            failures.append(f"{doc.label}: adapter {doc.data['adapter']!r} is not {adapter!r}")
-        if not ve.plan.ok:
-            failures.append(f"{who}: no valid execution plan, the selected recipes "
-                            f"are unknown ({ve.plan.problems[0]})")
-            continue
-        results = _results_by_id(doc)
-        rows = []
-        for case in ve.plan.data["cases"]:
-            row = _row(case, results.get(case["id"]))
-            rows.append(row)
-            if row["outcome"] != contract.OUTCOME_PASSED:
-                failures.append(
-                    f"{who}: {row['status']} recipe {case['id']} {row['outcome']}: "
-                    f"{row.get('message', '')}"
-                )
-        tables[version] = rows
+        if g.evidence is not None and g.version in tables:
+            continue  # a line whose lower bound is its current line's newest: judged once
+        mine: list[str] = []
+        rows = _judge_results(inputs, g, adapter, evidence, mine)
+        if rows is not None:
+            tables[g.version] = rows
+        failures += about(g, req.target, mine)
     count = sum(len(rows) for rows in tables.values())
     ok = f"all {count} selected recipe runs passed across {len(tables)} {req.target} version(s)"
     return _verdict(contract.GATE_RECIPES_PASS, failures, ok, evidence=evidence,

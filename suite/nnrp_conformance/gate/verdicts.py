@@ -16,7 +16,7 @@ from nnrp_conformance.gate.requirements import Line, Requirements
 from nnrp_conformance.manifest import Manifest
 from nnrp_conformance.recipes import Recipe
 
-__all__ = ["GateInputs", "GateVerdict", "Gated", "gated_versions", "recorded_versions"]
+__all__ = ["GateInputs", "GateVerdict", "Gated", "about", "gated_versions", "recorded_versions"]
 
 _MAX_VALUES = 400  # raw benchmark values carried into the report for plots
 
@@ -87,10 +87,6 @@ class Gated:
         """The role's key in the reports' details (``lower_bound`` or ``current``)."""
         return _ROLE_KEYS[self.role]
 
-    def label(self, target: str) -> str:
-        """``vLLM line >=A,<B, lower bound (vLLM 0.18.1)``: how messages name it."""
-        return f"{target} {self.line.name}, {self.role} ({target} {self.version})"
-
 
 def gated_versions(ev: Evidence, req: Requirements) -> list[Gated]:
     """For every declared line (in the policy's order): its lower bound (exactly) and the
@@ -111,6 +107,12 @@ def recorded_versions(ev: Evidence, req: Requirements) -> list[str]:
     """The gated versions that have evidence, each once, oldest first."""
     return sorted({g.version for g in gated_versions(ev, req) if g.evidence is not None},
                   key=Version)
+
+
+def about(g: Gated, target: str, messages: list[str]) -> list[str]:
+    """``messages`` about gated version ``g``, each naming its line (prefixed with it where
+    it does not already)."""
+    return [m if g.line.name in m else f"{target} {g.line.name}: {m}" for m in messages]
 
 
 def _gated(inputs: GateInputs) -> list[Gated]:
