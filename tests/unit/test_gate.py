@@ -588,10 +588,11 @@ CASES: list[tuple[str, Mutation, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("mutate", "condition", "phrase"),
-                         [pytest.param(m, c, p, id=i) for i, m, c, p in CASES])
+@pytest.mark.parametrize(("mutate", "condition", "phrase", "second_only"),
+                         [pytest.param(m, c, p, i.startswith(("second-line", "readme-no-second")),
+                                       id=i) for i, m, c, p in CASES])
 def test_broken_evidence_fails_naming_the_condition(
-    tree: dict[str, Path], mutate: Mutation, condition: str, phrase: str
+    tree: dict[str, Path], mutate: Mutation, condition: str, phrase: str, second_only: bool
 ) -> None:
     mutate(tree)
     result = _gate(tree)
@@ -599,6 +600,8 @@ def test_broken_evidence_fails_naming_the_condition(
     verdict = next(v for v in result.verdicts if v.name == condition)
     assert not verdict.passed
     assert any(phrase in f for f in verdict.failures), verdict.failures
+    if second_only:  # broken on the second line only: every failure names that line
+        assert [f for v in result.failed for f in v.failures if LINE2 not in f] == []
     assert validation.validate("release-gate-report", result.report) == []
 
 
