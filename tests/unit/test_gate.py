@@ -678,7 +678,8 @@ def _policy_doc(change: Callable[[dict], None]) -> dict[str, Any]:
                  "each must read '>=LOW,<HIGH'", id="lines-that-cannot-be-joined"),
     pytest.param(lambda d: d.update(policy_version=1, line=d.pop("lines")[0]),
                  "policy_version 1 (one 'line') is no longer read: write policy_version 2 with "
-                 "'lines'", id="format-1"),
+                 "'lines', a list of {declared, lower_bound, current_line, current_tested, "
+                 "levels} (docs/reference/release-policy.md)", id="format-1"),
     pytest.param(lambda d: d["lines"][0]["levels"].update({"0.18.1": [1, 4]}),
                  "/lines/0/levels/0.18.1/1", id="a-level-out-of-range"),
 ])

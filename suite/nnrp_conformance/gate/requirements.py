@@ -217,7 +217,7 @@ def requirements_from_document(doc: Any, *, source: str = "release policy") -> R
         raise RequirementsError(
             f"{source}: policy_version 1 (one 'line') is no longer read: write policy_version "
             f"{POLICY_VERSION} with 'lines', a list of {{declared, lower_bound, current_line, "
-            "current_tested, levels}} (docs/reference/release-policy.md)")
+            "current_tested, levels} (docs/reference/release-policy.md)")
     problems = validation.validate("release-policy", doc)
     if problems:
         raise RequirementsError(
