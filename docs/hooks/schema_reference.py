@@ -131,7 +131,7 @@ PAGES: tuple[Page, ...] = (
         "Release policy",
         ("release-policy",),
         "What one provider's release must show the gate (`nnrp-conformance gate --policy`, by "
-        "default `DIR/release-policy.json`): the serving target and its version line, the "
+        "default `DIR/release-policy.json`): the serving target and its version lines, the "
         "benchmarks and the README extras. The reference adapter's is "
         "`manifests/vllm-nnrp-adapter.release-policy.json`.",
     ),

@@ -1,7 +1,11 @@
 """``nnrp-conformance gate``: judge the recorded release evidence (see ``nnrp_conformance.gate``).
 
-Prints the five conditions (rich) and exits 0 only when all five hold; 1 names each failing
-condition and why; 2 is an unusable input (evidence directory, requirement). It only checks:
+Prints the five conditions (rich) and exits 0 only when all five hold on every line the
+release policy declares; 1 names each failing condition and why (each failure naming its
+line); 2 is an unusable input (evidence directory, release policy). The policy's lines are
+data: there is no per-field override (the single-line ``--declared-line``, ``--lower-bound``
+and ``--current-line`` went with format 1); a trial run writes a policy and passes
+``--policy FILE``. It only checks:
 the release-gate report (JSON, Markdown, HTML) is written when ``--out DIR`` asks for it, so
 checking recorded evidence never rewrites the tracked files it was asked to check.
 """
@@ -50,15 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "without it the gate only checks and writes nothing")
     parser.add_argument("--policy", type=Path, default=None, metavar="FILE",
                         help=f"the provider's release policy (default DIR/{POLICY_FILE}; "
-                             "schema release-policy): serving target, version line, "
-                             "benchmarks, README extras")
-    parser.add_argument("--declared-line", "--vllm-line", dest="declared_line", default=None,
-                        metavar="SPEC", help="override the policy's declared version line")
-    parser.add_argument("--lower-bound", default=None, metavar="VERSION",
-                        help="override the policy's lowest version a release is tested on")
-    parser.add_argument("--current-line", default=None, metavar="MAJOR.MINOR",
-                        help="override the policy's newest line (its highest recorded "
-                             "version is gated)")
+                             "schema release-policy): serving target, version lines (each "
+                             "with its lower bound, current line and levels), benchmarks, "
+                             "README extras; a trial run with other lines passes its own file")
 
 
 def print_result(console: Console, result: GateResult, paths: dict[str, Path]) -> None:
@@ -94,9 +92,7 @@ def main(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
-        requirements = resolve_policy(args.evidence, args.policy).replace(
-            declared_line=args.declared_line, lower_bound=args.lower_bound,
-            current_line=args.current_line)
+        requirements = resolve_policy(args.evidence, args.policy)
         result = run_gate(args.evidence, readme=args.readme, manifest=args.manifest,
                           recipes=args.recipes, requirements=requirements,
                           report_dir=args.out or args.evidence)

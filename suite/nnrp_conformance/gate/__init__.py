@@ -11,9 +11,11 @@ Evidence layout (``DIR``)::
     DIR/
       manifest.json                 the adapter manifest the runs used (or pass --manifest)
       release-policy.json           the provider's release policy (or pass --policy): the
-                                    serving target (name, KEY), its version line, the
-                                    benchmarks and README extras required (schema
-                                    ``release-policy``; the reference adapter's is
+                                    serving target (name, KEY), its version lines (each:
+                                    range, lower bound, current line, levels claimed per
+                                    tested version), the benchmarks and README extras
+                                    required (schema ``release-policy``; the reference
+                                    adapter's is
                                     manifests/vllm-nnrp-adapter.release-policy.json)
       bench/*.json                  version-independent benchmark-results (wire, mapper)
       KEY-<version>/                one per version of the serving target run (KEY from the
@@ -37,28 +39,31 @@ release run writes beside them (:data:`nnrp_conformance.gate.evidence.VERSION_FI
 in docs/benchmarks.md) are judged by nothing: the reports link each one present. Every path in
 the reports is relative to ``DIR``.
 
-The five conditions:
+The five conditions hold for every line the policy declares; its gated versions are the
+line's lower bound (exactly) and the newest recorded ``CURRENT_LINE.x`` of the line, and every
+failure names the line it is about:
 
 ``level1_implemented`` (the name is kept from the Level 1 release; it covers every level)
-    the manifest claims Level 1 (``chat.completions.create`` streaming and non-streaming)
-    and, for the lower bound and the current line, the recorded plan selected every mandatory
-    recipe of each level that version claims (its own ``manifest.json``, else the adapter's)
-    and every optional one claimed (the planner re-run on the recipes and the manifest says
-    which; the case results must not contradict it). The details list per level and per
-    version what was claimed; the reports show it as the Levels table.
+    the manifest claims Level 1 (``chat.completions.create`` streaming and non-streaming);
+    for each gated version, the manifest its run used (its own ``manifest.json``, else the
+    adapter's) claims exactly the levels the line's ``levels`` declare for that version, and
+    the recorded plan selected every mandatory recipe of each claimed level and every
+    optional one claimed (the planner re-run on the recipes and the manifest says which; the
+    case results must not contradict it). The details list per level and per version what
+    was claimed; the reports show it as the Levels table.
 ``recipes_pass``
     every case of those plans has a ``passed`` result.
 ``benchmark_baseline``
     every required benchmark is present, schema-valid, carries its metrics, with machine and
-    versions recorded (per-version ones under the current line's directory); no
+    versions recorded (per-version ones under each line's current-line directory); no
     schema-invalid benchmark file anywhere.
 ``vllm_smoke`` (the serving target's smoke; the id is kept from the first provider)
-    the policy's lower bound (exactly) and the newest recorded ``CURRENT_LINE.x`` each
-    have a passing smoke whose events the gate re-judges as a profile-valid answer, valid
-    case results, and both versions are inside the declared line.
+    each gated version has a passing smoke whose events the gate re-judges as a
+    profile-valid answer, valid case results, and is inside its line.
 ``readme_documents``
-    README.md documents the declared range, the lower bound and current line tested, and
-    the policy's extras (a ``pyproject.toml`` beside it must agree on the KEY extra).
+    README.md documents each line's range, lower bound and current line tested, and the
+    policy's extras; where it shows the KEY extra's specifier, and in a ``pyproject.toml``
+    beside it, that is the lines joined.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrp_conformance import contract, validation
-from nnrp_conformance.gate.conditions import GateInputs, GateVerdict, gated_versions, judge_all
+from nnrp_conformance.gate.conditions import GateInputs, GateVerdict, judge_all
 from nnrp_conformance.gate.evidence import (
     MANIFEST_FILE,
     POLICY_FILE,
@@ -82,6 +87,7 @@ from nnrp_conformance.gate.evidence import (
     relative_to_evidence,
 )
 from nnrp_conformance.gate.requirements import Requirements, RequirementsError, load_policy
+from nnrp_conformance.gate.verdicts import recorded_versions
 from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.recipes import RecipeError, load_recipes
 
@@ -122,15 +128,15 @@ def _dist_version(name: str) -> str:
 
 
 def _environment(inputs: GateInputs, report_dir: Path) -> dict[str, Any]:
-    lower, current = gated_versions(inputs.evidence, inputs.requirements)
     env: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "nnrp_py": _dist_version("nnrp-py"),
         "suite": _dist_version("nnrp-conformance"),
-        "vllm": ", ".join(v for v in (lower, current) if v) or None,
+        "vllm": ", ".join(recorded_versions(inputs.evidence, inputs.requirements)) or None,
         "adapter": inputs.manifest.adapter if inputs.manifest else None,
         "declared_vllm_line": inputs.requirements.declared_line,
+        "vllm_lines": "; ".join(line.declared for line in inputs.requirements.lines),
         # where the evidence folder is from the report; every path inside is relative to it
         "evidence_dir": relative_to_evidence(inputs.evidence.root, report_dir),
     }

@@ -1,20 +1,23 @@
 """Condition (c): the benchmark baseline the policy lists is recorded, schema-valid, with its
-metrics, machine and versions; a benchmark's own correctness failures fail it, its missed
-performance targets are shown, never gating."""
+metrics, machine and versions (the shared ones once, the per-version ones on every declared
+line's current line); a benchmark's own correctness failures fail it, its missed performance
+targets are shown, never gating."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from nnrp_conformance import contract
-from nnrp_conformance.gate.evidence import BENCH_DIR, Document
-from nnrp_conformance.gate.requirements import SCOPE_SHARED
+from nnrp_conformance.gate.evidence import BENCH_DIR, Document, Evidence
+from nnrp_conformance.gate.requirements import SCOPE_SHARED, BenchmarkRequirement, Requirements
 from nnrp_conformance.gate.verdicts import (
     _MAX_VALUES,
+    ROLE_CURRENT,
+    Gated,
     GateInputs,
     GateVerdict,
+    _gated,
     _verdict,
-    gated_versions,
 )
 
 
@@ -49,41 +52,62 @@ def _summary(
     return out
 
 
-def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
-    ev, req = inputs.evidence, inputs.requirements
-    failures: list[str] = []
-    evidence: list[str] = []
-    _, current = gated_versions(ev, req)
-    for _version, doc in ev.all_benchmarks():
-        failures += [f"schema-invalid benchmark: {p}" for p in doc.problems]
-    wanted = {b.name: b for b in req.benchmarks}
-    summaries = []
-    for b in req.benchmarks:
-        if b.scope == SCOPE_SHARED:
-            where, version, docs = BENCH_DIR, None, ev.benchmarks
-        elif current is None:
-            failures.append(
-                f"no {b.name!r} benchmark: no {req.target} {req.current_line}.x evidence directory"
-            )
-            continue
+#: where a benchmark must be: (folder, version or None, its documents, the line it is for)
+_Place = tuple[str, str | None, list[Document], str]
+
+
+def _places(b: BenchmarkRequirement, ev: Evidence, req: Requirements,
+            currents: list[Gated], failures: list[str]) -> list[_Place]:
+    """Where benchmark ``b`` must be: once if shared, else on every declared line's current
+    line (a line without one is a failure naming it)."""
+    if b.scope == SCOPE_SHARED:
+        return [(BENCH_DIR, None, ev.benchmarks, "")]
+    out: list[_Place] = []
+    for g in currents:
+        if g.evidence is None:
+            failures.append(f"no {b.name!r} benchmark for the {req.target} {g.line.name}: no "
+                            f"{req.target} {g.version} evidence directory")
         else:
-            ve = ev.versions[current]
-            where, version, docs = ev.rel(ve.directory / BENCH_DIR), current, ve.benchmarks
+            out.append((ev.rel(g.evidence.directory / BENCH_DIR), g.version,
+                        g.evidence.benchmarks, f" ({req.target} {g.line.name})"))
+    return out
+
+
+def _required(b: BenchmarkRequirement, ev: Evidence, req: Requirements,
+              currents: list[Gated], evidence: list[str]) -> list[str]:
+    """Why benchmark ``b`` is not recorded everywhere the policy requires it."""
+    failures: list[str] = []
+    for where, version, docs, line in _places(b, ev, req, currents, failures):
         named = [d for d in docs if d.ok and d.data["name"] == b.name]
         if not named:
-            failures.append(f"no benchmark-results document named {b.name!r} under {where}/")
+            failures.append(f"no benchmark-results document named {b.name!r} under "
+                            f"{where}/{line}")
             continue
         doc = named[-1]
         have = {m["name"] for m in doc.data["metrics"]}
         missing = [m for m in b.metrics if m not in have]
         if missing:
             failures.append(f"{doc.label}: benchmark {b.name!r} lacks metric(s) "
-                            f"{', '.join(missing)}")
+                            f"{', '.join(missing)}{line}")
         recorded = doc.data["versions"].get(req.target_key)
         if version is not None and recorded != version:
             failures.append(f"{doc.label}: versions.{req.target_key} is {recorded!r}, the "
-                            f"directory is for {req.target} {version}")
+                            f"directory is for {req.target} {version}{line}")
         evidence.append(doc.label)
+    return failures
+
+
+def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
+    ev, req = inputs.evidence, inputs.requirements
+    failures: list[str] = []
+    evidence: list[str] = []
+    currents = [g for g in _gated(inputs) if g.role == ROLE_CURRENT]
+    for _version, doc in ev.all_benchmarks():
+        failures += [f"schema-invalid benchmark: {p}" for p in doc.problems]
+    wanted = {b.name: b for b in req.benchmarks}
+    summaries = []
+    for b in req.benchmarks:
+        failures += _required(b, ev, req, currents, evidence)
     targets_missed: list[str] = []
     for version, doc in ev.all_benchmarks():
         if doc.ok:
@@ -95,7 +119,9 @@ def benchmark_baseline(inputs: GateInputs) -> GateVerdict:
             targets_missed += [f"{doc.label}: {t}" for t in summary["targets_missed"]]
             summaries.append(summary)
     names = ", ".join(b.name for b in req.benchmarks)
-    ok = f"benchmark baseline recorded ({names}), machine and versions included"
+    lines = ", ".join(g.version for g in currents)
+    ok = (f"benchmark baseline recorded ({names}; per version on {lines}), machine and "
+          "versions included")
     return _verdict(contract.GATE_BENCHMARK_BASELINE, failures, ok, evidence=evidence,
                     details={"benchmarks": summaries, "targets_missed": targets_missed})
 

@@ -1,6 +1,7 @@
-"""Conditions (a) and (b): Level 1 is claimed and every recipe of each claimed level that the
-planner selects for the manifest was selected on each gated version (the per-level list is in
-the details), and every selected recipe passed."""
+"""Conditions (a) and (b): Level 1 is claimed; on every declared line, each gated version (the
+lower bound and the current line) claims exactly the levels the release policy declares for
+it, and every recipe of each claimed level that the planner selects for its manifest was
+selected (the per-level list is in the details); and every selected recipe passed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from nnrp_conformance import contract
 from nnrp_conformance.gate.evidence import VersionEvidence
 from nnrp_conformance.gate.verdicts import (
+    Gated,
     GateInputs,
     GateVerdict,
     _diag,
@@ -16,8 +18,9 @@ from nnrp_conformance.gate.verdicts import (
     _gated,
     _results_by_id,
     _verdict,
+    about,
 )
-from nnrp_conformance.manifest import Manifest, ManifestError, load_manifest
+from nnrp_conformance.manifest import Manifest, ManifestError, implied_levels, load_manifest
 from nnrp_conformance.planner import PlanError, build_plan
 
 Expected = dict[int, tuple[list[str], list[str]]]
@@ -111,10 +114,33 @@ def _level_rows(expected: Expected) -> list[dict[str, Any]]:
             for level in contract.LEVELS]
 
 
-def _check_selected(inputs: GateInputs, version: str, ve: VersionEvidence, expected: Expected,
+def _who(g: Gated, target: str) -> str:
+    """``TARGET VERSION (line SPEC)``: a recorded version, naming its line."""
+    return f"{target} {g.version} ({g.line.name})"
+
+
+def _policy_levels(g: Gated, manifest: Manifest | None, label: str, target: str) -> list[str]:
+    """The levels the run's manifest claims are exactly the policy's for that version (the
+    lower levels a claim implies count on both sides)."""
+    declared = g.line.levels_of(g.version)
+    if declared is None:
+        return [f"{_who(g, target)}: the release policy's levels name no claim for "
+                f"{target} {g.version} (they name {', '.join(g.line.levels)}): declare the "
+                "levels claimed there"]
+    if manifest is None:
+        return []
+    wanted = implied_levels(declared)
+    if tuple(manifest.levels) != wanted:
+        return [f"{_who(g, target)}: the run's manifest {label} claims Level(s) "
+                f"{list(manifest.levels)}, the release policy declares {list(wanted)} for "
+                f"{target} {g.version}"]
+    return []
+
+
+def _check_selected(inputs: GateInputs, who: str, ve: VersionEvidence, expected: Expected,
                     failures: list[str]) -> None:
     """Every expected recipe is in the version's recorded plan and recorded as selected."""
-    plan, target = ve.plan, inputs.requirements.target
+    plan = ve.plan
     selected = {c["id"] for c in plan.data["cases"]}
     results = _results_by_id(ve.case_results)
     for level, (level_mandatory, level_optional) in expected.items():
@@ -122,22 +148,50 @@ def _check_selected(inputs: GateInputs, version: str, ve: VersionEvidence, expec
             kind = "mandatory" if case_id in level_mandatory else "claimed optional"
             if case_id not in selected:
                 failures.append(
-                    f"{target} {version}: Level {level} {kind} recipe {case_id} was not "
+                    f"{who}: Level {level} {kind} recipe {case_id} was not "
                     f"selected ({plan.path.name} does not list it)"
                 )
                 continue
             selection = _diag(results.get(case_id, {})).get("selection")
             if selection not in (None, contract.SEL_SELECTED):
                 failures.append(
-                    f"{target} {version}: Level {level} {kind} recipe {case_id} is "
+                    f"{who}: Level {level} {kind} recipe {case_id} is "
                     f"recorded as {selection!r} in {ve.case_results.path.name}"
                 )
 
 
+def _judge_claims(inputs: GateInputs, g: Gated, expected: Expected, evidence: list[str],
+                  failures: list[str]) -> list[dict[str, Any]] | None:
+    """One gated version: its manifest claims the policy's levels and its plan selected each
+    claimed level's recipes. Returns its Levels rows (None: no usable plan)."""
+    req = inputs.requirements
+    ve, version, who = g.evidence, g.version, _who(g, req.target)
+    if ve is None:
+        failures.append(f"no evidence for the {g.role} of the {req.target} {g.line.name} "
+                        f"({req.target} {version}): no execution plan")
+        return None
+    if not ve.plan.ok:
+        failures += [f"{who} execution plan: {p}" for p in ve.plan.problems]
+        return None
+    evidence.append(ve.plan.label)
+    manifest, label = _version_manifest(inputs, ve, failures)
+    if ve.manifest_path is not None:
+        evidence.append(label)
+    failures += _policy_levels(g, manifest, label, req.target)
+    mine = expected if manifest is inputs.manifest else \
+        _expected_levels(inputs, manifest, failures)
+    if manifest is not None and ve.plan.data["adapter"] != manifest.adapter:
+        failures.append(f"{ve.plan.label}: adapter {ve.plan.data['adapter']!r} is not the "
+                        f"manifest's {manifest.adapter!r}")
+    _check_selected(inputs, who, ve, mine, failures)
+    return _level_rows(mine)
+
+
 def level1_implemented(inputs: GateInputs) -> GateVerdict:
-    """Level 1 is claimed (by the adapter's manifest and by every version's own), and every
-    claimed level's recipes were selected on each gated version; the details list per level
-    what the adapter and each version claimed. The condition keeps its first name."""
+    """Level 1 is claimed (by the adapter's manifest and by every version's own); on every
+    declared line each gated version claims the policy's levels for it and every claimed
+    level's recipes were selected; the details list per level what the adapter and each
+    version claimed. The condition keeps its first name."""
     req = inputs.requirements
     failures = _manifest_failures(inputs.manifest, _manifest_label(inputs) or "manifest",
                                   inputs.manifest_problem)
@@ -145,24 +199,14 @@ def level1_implemented(inputs: GateInputs) -> GateVerdict:
     expected = _expected_levels(inputs, inputs.manifest, failures)
     mandatory, optional = expected.get(contract.LEVEL_CHAT, ([], []))
     per_version: dict[str, list[dict[str, Any]]] = {}
-    for role, version, ve in _gated(inputs):
-        if ve is None:
-            failures.append(f"no evidence for the {role} ({req.target} {version}): no execution plan")
-            continue
-        if not ve.plan.ok:
-            failures += [f"{req.target} {version} execution plan: {p}" for p in ve.plan.problems]
-            continue
-        evidence.append(ve.plan.label)
-        manifest, label = _version_manifest(inputs, ve, failures)
-        if ve.manifest_path is not None:
-            evidence.append(label)
-        mine = expected if manifest is inputs.manifest else \
-            _expected_levels(inputs, manifest, failures)
-        per_version[version] = _level_rows(mine)
-        if manifest is not None and ve.plan.data["adapter"] != manifest.adapter:
-            failures.append(f"{ve.plan.label}: adapter {ve.plan.data['adapter']!r} is not the "
-                            f"manifest's {manifest.adapter!r}")
-        _check_selected(inputs, version, ve, mine, failures)
+    for g in _gated(inputs):
+        if g.evidence is not None and g.version in per_version:
+            continue  # a line whose lower bound is its current line's newest: judged once
+        mine: list[str] = []
+        rows = _judge_claims(inputs, g, expected, evidence, mine)
+        if rows is not None:
+            per_version[g.version] = rows
+        failures += about(g, req.target, mine)
     details: dict[str, Any] = {"mandatory": mandatory, "claimed_optional": optional,
                                "levels": _level_rows(expected), "versions": per_version}
     claims = "; ".join(
@@ -200,38 +244,52 @@ def _row(case: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
     return row
 
 
+def _judge_results(inputs: GateInputs, g: Gated, adapter: str | None, evidence: list[str],
+                   failures: list[str]) -> list[dict[str, Any]] | None:
+    """One gated version: every case of its plan passed. Returns its recipe rows (None: no
+    usable case results or plan)."""
+    req = inputs.requirements
+    ve, who = g.evidence, _who(g, req.target)
+    if ve is None:
+        failures.append(f"no case results for the {g.role} of the {req.target} "
+                        f"{g.line.name} ({req.target} {g.version})")
+        return None
+    doc = ve.case_results
+    if not doc.ok:
+        failures += [f"{who} case results: {p}" for p in doc.problems]
+        return None
+    evidence.append(doc.label)
+    if adapter is not None and doc.data["adapter"] != adapter:
+        failures.append(f"{doc.label}: adapter {doc.data['adapter']!r} is not {adapter!r}")
+    if not ve.plan.ok:
+        failures.append(f"{who}: no valid execution plan, the selected recipes "
+                        f"are unknown ({ve.plan.problems[0]})")
+        return None
+    results = _results_by_id(doc)
+    rows = []
+    for case in ve.plan.data["cases"]:
+        row = _row(case, results.get(case["id"]))
+        rows.append(row)
+        if row["outcome"] != contract.OUTCOME_PASSED:
+            failures.append(f"{who}: {row['status']} recipe {case['id']} {row['outcome']}: "
+                            f"{row.get('message', '')}")
+    return rows
+
+
 def recipes_pass(inputs: GateInputs) -> GateVerdict:
     req = inputs.requirements
     failures: list[str] = []
     evidence: list[str] = []
     tables: dict[str, list[dict[str, Any]]] = {}
     adapter = inputs.manifest.adapter if inputs.manifest else None
-    for role, version, ve in _gated(inputs):
-        if ve is None:
-            failures.append(f"no case results for the {role} ({req.target} {version})")
-            continue
-        doc = ve.case_results
-        if not doc.ok:
-            failures += [f"{req.target} {version} case results: {p}" for p in doc.problems]
-            continue
-        evidence.append(doc.label)
-        if adapter is not None and doc.data["adapter"] != adapter:
-            failures.append(f"{doc.label}: adapter {doc.data['adapter']!r} is not {adapter!r}")
-        if not ve.plan.ok:
-            failures.append(f"{req.target} {version}: no valid execution plan, the selected recipes "
-                            f"are unknown ({ve.plan.problems[0]})")
-            continue
-        results = _results_by_id(doc)
-        rows = []
-        for case in ve.plan.data["cases"]:
-            row = _row(case, results.get(case["id"]))
-            rows.append(row)
-            if row["outcome"] != contract.OUTCOME_PASSED:
-                failures.append(
-                    f"{req.target} {version}: {row['status']} recipe {case['id']} {row['outcome']}: "
-                    f"{row.get('message', '')}"
-                )
-        tables[version] = rows
+    for g in _gated(inputs):
+        if g.evidence is not None and g.version in tables:
+            continue  # a line whose lower bound is its current line's newest: judged once
+        mine: list[str] = []
+        rows = _judge_results(inputs, g, adapter, evidence, mine)
+        if rows is not None:
+            tables[g.version] = rows
+        failures += about(g, req.target, mine)
     count = sum(len(rows) for rows in tables.values())
     ok = f"all {count} selected recipe runs passed across {len(tables)} {req.target} version(s)"
     return _verdict(contract.GATE_RECIPES_PASS, failures, ok, evidence=evidence,

@@ -1,7 +1,7 @@
 """What every release condition shares: its inputs (:class:`GateInputs`: the evidence, the
 policy's requirements, the README, the manifest and recipes), its verdict
-(:class:`GateVerdict`), and which versions are gated (the lower bound and the newest
-recorded one of the current line)."""
+(:class:`GateVerdict`), and which versions are gated (:class:`Gated`: for every declared
+line, its lower bound and the newest recorded version of its current line)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from nnrp_conformance.gate.evidence import Document, Evidence, VersionEvidence
-from nnrp_conformance.gate.requirements import Requirements
+from nnrp_conformance.gate.requirements import Line, Requirements
 from nnrp_conformance.manifest import Manifest
 from nnrp_conformance.recipes import Recipe
 
-__all__ = ["GateInputs", "GateVerdict", "gated_versions"]
+__all__ = ["GateInputs", "GateVerdict", "Gated", "about", "gated_versions", "recorded_versions"]
 
 _MAX_VALUES = 400  # raw benchmark values carried into the report for plots
 
@@ -64,22 +66,58 @@ def _verdict(name: str, failures: list[str], ok_reason: str, **kw: Any) -> GateV
     return GateVerdict(name, not failures, reason, failures=failures, **kw)
 
 
-def gated_versions(ev: Evidence, req: Requirements) -> tuple[str | None, str | None]:
-    """(lower bound, newest recorded version on the current line); None where not recorded."""
-    lower = req.lower_bound if req.lower_bound in ev.versions else None
-    current = [v for v in ev.sorted_versions() if req.on_current_line(v)]
-    return lower, (current[-1] if current else None)
+#: the two roles a gated version plays in its line, and their key in the reports' details
+ROLE_LOWER, ROLE_CURRENT = "lower bound", "current line"
+_ROLE_KEYS = {ROLE_LOWER: "lower_bound", ROLE_CURRENT: "current"}
 
 
-def _gated(inputs: GateInputs) -> list[tuple[str, str, VersionEvidence | None]]:
-    """[(role, version, evidence or None)] for the lower bound and the current line."""
-    ev, req = inputs.evidence, inputs.requirements
-    lower, current = gated_versions(ev, req)
-    return [
-        ("lower bound", lower or req.lower_bound, ev.versions.get(lower) if lower else None),
-        ("current line", current or f"{req.current_line}.x", ev.versions.get(current)
-         if current else None),
-    ]
+@dataclass(frozen=True)
+class Gated:
+    """One version a line's release conditions judge: ``role`` is the lower bound or the
+    current line; ``version`` is the recorded one, else what was wanted (the lower bound
+    exactly, or ``CURRENT_LINE.x``) with ``evidence`` None."""
+
+    line: Line
+    role: str
+    version: str
+    evidence: VersionEvidence | None
+
+    @property
+    def key(self) -> str:
+        """The role's key in the reports' details (``lower_bound`` or ``current``)."""
+        return _ROLE_KEYS[self.role]
+
+
+def gated_versions(ev: Evidence, req: Requirements) -> list[Gated]:
+    """For every declared line (in the policy's order): its lower bound (exactly) and the
+    newest recorded version of its current line, each with its evidence or None."""
+    out: list[Gated] = []
+    for line in req.lines:
+        lower = ev.versions.get(line.lower_bound)
+        out.append(Gated(line, ROLE_LOWER, line.lower_bound, lower))
+        current = [v for v in ev.sorted_versions() if line.on_current_line(v)]
+        if current:
+            out.append(Gated(line, ROLE_CURRENT, current[-1], ev.versions[current[-1]]))
+        else:
+            out.append(Gated(line, ROLE_CURRENT, f"{line.current_line}.x", None))
+    return out
+
+
+def recorded_versions(ev: Evidence, req: Requirements) -> list[str]:
+    """The gated versions that have evidence, each once, oldest first."""
+    return sorted({g.version for g in gated_versions(ev, req) if g.evidence is not None},
+                  key=Version)
+
+
+def about(g: Gated, target: str, messages: list[str]) -> list[str]:
+    """``messages`` about gated version ``g``, each naming its line (prefixed with it where
+    it does not already)."""
+    return [m if g.line.name in m else f"{target} {g.line.name}: {m}" for m in messages]
+
+
+def _gated(inputs: GateInputs) -> list[Gated]:
+    """The gated versions of ``inputs`` (:func:`gated_versions`)."""
+    return gated_versions(inputs.evidence, inputs.requirements)
 
 
 def _results_by_id(doc: Document) -> dict[str, dict[str, Any]]:
