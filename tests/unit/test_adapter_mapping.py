@@ -30,8 +30,9 @@ def map_all(chunks, **kw):
     return mapper, events
 
 
-def test_both_version_lines_are_recorded():
-    assert {"0.18.1", "0.22.1"} <= set(VERSIONS)
+def test_every_line_is_recorded():
+    """The first line's both versions and the second line's current line (the newest)."""
+    assert {"0.18.1", "0.22.1", "0.32.0"} <= set(VERSIONS)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -100,12 +101,23 @@ def test_streamed_tool_call_follows_the_per_call_order(version, name):
     assert not [e for e in events if e["type"] in contract.TERMINAL_EVENT_TYPES]
 
 
+#: the recordings where vLLM's answer to a forced named tool call keeps the function's
+#: parameter schema; on 0.32.0 (CPU, the tiny model) its streamed arguments are ``true``: valid
+#: JSON, not the object the schema asks for. vLLM's HTTP path streams the same (one serving
+#: layer); the adapter relays arguments as they come and the suite judges them.
+SCHEMA_KEPT = {"0.18.1", "0.22.1"}
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_complete_tool_call_arguments_are_json(version):
     _, events = map_all(load(version, "stream_tool_call_complete"))
     completed = [e for e in events if e["type"] == contract.EV_TOOL_CALL_COMPLETED]
     # lenient: a grammar-constrained tiny model may put control characters in the string
-    assert isinstance(json.loads(completed[0]["arguments"], strict=False)["q"], str)
+    arguments = json.loads(completed[0]["arguments"], strict=False)
+    if version in SCHEMA_KEPT:
+        assert isinstance(arguments["q"], str)
+    else:
+        assert not isinstance(arguments, dict), "vLLM keeps the schema here now: add it above"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
