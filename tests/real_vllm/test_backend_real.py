@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("vllm")
 
 import anyio
+from probe import SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS
 
 from vllm_nnrp_adapter import TESTED_VERSIONS
 from vllm_nnrp_adapter.tiny_model import build_tiny_model
@@ -136,7 +137,8 @@ async def test_forced_named_tool_call_streams_tool_deltas(backend: VllmBackend) 
     assert calls[0]["function"]["name"] == "lookup"
     assert calls[0]["type"] == "function" and calls[0]["id"]
     args = "".join(tc["function"].get("arguments", "") for tc in calls)
-    assert args.startswith("{")
+    if backend.version not in SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS:
+        assert args.startswith("{")
 
 
 async def test_abort_mid_stream(backend: VllmBackend) -> None:

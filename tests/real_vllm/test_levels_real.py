@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 import pytest
 from long_context import MAX_TOKENS, long_context_adapter
-from probe import connect, engine_count
+from probe import SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS, connect, engine_count
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
@@ -205,7 +205,9 @@ async def test_forced_tool_call_streams_as_a_function_call_item(adapter, vllm_en
     assert {(e["item_id"], e["call_id"]) for e in tool_events} == {(call["id"], call["call_id"])}
     streamed = "".join(e["arguments_delta"] for e in of(events, contract.EV_TOOL_CALL_DELTA))
     assert tool_events[-1]["arguments"] == streamed == call["arguments"]
-    assert isinstance(json.loads(streamed, strict=False)["q"], str)
+    arguments = json.loads(streamed, strict=False)  # valid JSON on every version
+    if vllm_env["version"] not in SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS:
+        assert isinstance(arguments["q"], str)
     # the tool-call events sit between the item's added and its done
     added = next(e for e in of(events, contract.EV_OUTPUT_ITEM_ADDED) if e["item"]["id"] == call["id"])
     done = next(e for e in of(events, contract.EV_OUTPUT_ITEM_DONE) if e["item"]["id"] == call["id"])
