@@ -240,6 +240,8 @@ def test_kill_rate(tmp_path: Path) -> None:
         killed += [run.defect] if hit else []
         lines.append(f"  {'KILLED ' if hit else 'SURVIVED'} {run.defect:26s} {cls:32s} exit={run.exit_code} "
                      f"rules={sorted(run.rules)} ({run.seconds:.1f}s)")
+        if not hit:  # what the run said: a survivor is diagnosable from the test's own output
+            lines.append("    " + run.detail[-1500:].replace("\n", "\n    "))
     classes = {DEFECTS[d][0] for d in killed}
     print(f"\nkill rate: {len(killed)}/{len(defective)} defects killed by the rule naming them "
           f"({100 * len(killed) / len(defective):.0f}%), {len(classes)} defect classes; correct endpoint: "
@@ -247,7 +249,8 @@ def test_kill_rate(tmp_path: Path) -> None:
     print("\n".join(lines))
     assert correct.exit_code == 0, correct.detail
     assert len(defective) >= 15
-    assert killed == [r.defect for r in defective], "\n".join(line for line in lines if "SURVIVED" in line)
+    assert killed == [r.defect for r in defective], "\n".join(
+        line for line in lines if "SURVIVED" in line or line.startswith("    "))
 
 
 def _results(tmp: Path, run: Run) -> dict:
