@@ -100,8 +100,8 @@ LINES: tuple[Line, ...] = tuple(_line(d) for d in policy_document()["lines"])
 SUPPORTED_VLLM: str = _joined(LINES)
 #: every version a release is tested on (each line's lower bound and current line), oldest first
 TESTED_VERSIONS: tuple[str, ...] = tuple(v for line in LINES for v in line.tested)
-#: the newest tested version: what a tool runs when it is given none
+#: the newest tested version: what a tool runs when it is given none, and what the test command
+#: runs real vLLM on (docs/testing.md#real-vllm)
 NEWEST_TESTED: str = LINES[-1].current_tested
-#: each line's current tested version: what the test command runs real vLLM on (the lower
-#: bounds are the release run's, docs/testing.md#real-vllm) and where parity is measured
+#: each line's current tested version: where the release run measures parity
 CURRENT_TESTED: tuple[str, ...] = tuple(line.current_tested for line in LINES)

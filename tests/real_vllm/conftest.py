@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter import CURRENT_TESTED, NEWEST_TESTED
+from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import (
     AdapterProcess,
     ConformanceSetupError,
@@ -25,9 +25,9 @@ from vllm_nnrp_adapter.conformance import (
 )
 from vllm_nnrp_adapter.processes import orphaned_shm
 
-#: each declared line's current tested version (the release run covers the lower bounds too:
-#: docs/testing.md#real-vllm)
-VERSIONS = CURRENT_TESTED
+#: the newest tested version: what the test command runs real vLLM on (the release run runs
+#: the suite, smoke and benchmarks on every tested version: docs/testing.md#real-vllm)
+VERSIONS = (NEWEST_TESTED,)
 REPO = Path(__file__).resolve().parents[2]
 # Engine start-up, the tiny model and vLLM's warm-up run inside the first test of a module.
 REAL_VLLM_TIMEOUT_S = 900
