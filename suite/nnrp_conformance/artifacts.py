@@ -7,11 +7,14 @@ documents; neither reaches into the other.
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_DIR", "Artifacts", "keep_out_of_version_control", "report_paths", "write_json"]
+__all__ = ["DEFAULT_DIR", "Artifacts", "keep_out_of_version_control", "private_tmp", "report_paths",
+           "write_json"]
 
 #: where a run writes when not told (relative to the directory it started in)
 DEFAULT_DIR = Path("nnrp-conformance")
@@ -65,9 +68,21 @@ def report_paths(path: str | Path) -> tuple[Path, Path]:
     return p.with_name(p.name + ".md"), p.with_name(p.name + ".html")
 
 
+def private_tmp(path: Path) -> Path:
+    """A temporary name beside ``path`` that no other writer uses: runs that share a folder
+    (several at once in one CI workspace) each write their own and rename it into place, the
+    last one winning. A fixed ``PATH.tmp`` let one run's rename take another's half-written
+    file, and the other's rename then failed (``FileNotFoundError``, a run ending in a setup
+    error)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+
+
 def write_json(path: Path, document: Any) -> None:
     """Write atomically, so an interrupted run never leaves half a document behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    tmp = private_tmp(path)
+    try:
+        tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .artifacts import private_tmp
+
 __all__ = ["TRACE_SUFFIX", "frame_trace", "trace_file_name", "write_trace"]
 
 TRACE_SUFFIX = ".ndjson"
@@ -72,9 +74,12 @@ def trace_file_name(case_id: str) -> str:
 
 def write_trace(path: Path, lines: Iterable[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        for line in lines:
-            out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-    tmp.replace(path)
+    tmp = private_tmp(path)
+    try:
+        with tmp.open("w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path

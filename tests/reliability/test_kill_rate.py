@@ -196,7 +196,9 @@ def _run(defect: str | None, tmp: Path, *, levels: bool = False, strict: bool = 
         cmd += ["--recipes", str(recipe_path(r))]
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=RUN_LIMIT_S, cwd=tmp)
-        code, text = done.returncode, done.stdout.decode(errors="replace")[-3000:]
+        code = done.returncode
+        text = (done.stdout.decode(errors="replace")[-3000:]
+                + done.stderr.decode(errors="replace")[-1500:])  # a setup error is on stderr
     except subprocess.TimeoutExpired:
         code, text = None, f"the run did not finish within {RUN_LIMIT_S}s"
     finally:
