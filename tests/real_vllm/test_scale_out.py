@@ -81,6 +81,12 @@ def _start(vllm_env: dict[str, Any], tmp: Path, name: str, extra_args: list[str]
     return proc, port
 
 
+def _results_folder(out: Path, target: str, fleet: bool) -> Path:
+    """Where ``nnrp-conformance run`` in ``out`` wrote a target's results: one target at the
+    top of its default folder, a fleet one folder per target."""
+    return out / "nnrp-conformance" / (target.replace(":", "_") if fleet else "")
+
+
 def _judge(version: str, targets: list[str], out: Path,
            *extra: str) -> tuple[subprocess.CompletedProcess[str], float]:
     """``nnrp-conformance run`` with every target (several: a fleet), as a provider runs it
@@ -107,7 +113,7 @@ def _check_fleet(proc: subprocess.CompletedProcess[str], out: Path, targets: lis
     assert "**PASSED: every case of all 2 targets passed or was skipped**" in report
     assert "## Disagreements" not in report  # one capability document, the same outcomes
     for target in targets:
-        results = out / "nnrp-conformance" / target.replace(":", "_") / "case-results.json"
+        results = _results_folder(out, target, fleet=True) / "case-results.json"
         outcomes = [r["outcome"] for r in json.loads(results.read_text())["results"]]
         assert outcomes.count("passed") >= 20 and "failed" not in outcomes, outcomes
     return report
@@ -253,11 +259,9 @@ def test_a_headless_rank_serves_through_the_front_ends_nnrp(vllm_env: dict[str, 
         run, took = _judge(vllm_env["version"], addresses, out, *extra)
         assert run.returncode == 0, run.stdout[-4000:] + front.log_path.read_text(
             errors="replace")[-3000:]
-        # one target writes its results at the top, a fleet one folder per target
-        folders = ([out / "nnrp-conformance"] if len(addresses) == 1 else
-                   [out / "nnrp-conformance" / a.replace(":", "_") for a in addresses])
-        cases = [r for folder in folders
-                 for r in json.loads((folder / "case-results.json").read_text())["results"]]
+        cases = [r for a in addresses for r in json.loads(
+            (_results_folder(out, a, fleet=len(addresses) > 1) / "case-results.json")
+            .read_text())["results"]]
         outcomes = [r["outcome"] for r in cases]
         # a failure is only ever the one waived case, waived for exactly its one rule
         failed = [(r["id"], r["diagnostics"].get("waived")) for r in cases

@@ -85,8 +85,6 @@ class VllmBackend:
         self._models = serving_models
         self.args = args
         self.version = version
-        #: the version family whose binding located vLLM's objects (:mod:`.families`)
-        self.family = family
         self.startup_path = startup_path
         names = getattr(args, "served_model_name", None)
         self.served_model_names: list[str] = list(names) if names else [str(args.model)]

@@ -15,8 +15,10 @@ def release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in m.group(1).split(".")) if m else ()
 
 
-def _padded(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    width = max(len(a), len(b))
+def _padded(a: tuple[int, ...], b: tuple[int, ...],
+            width: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Both releases with as many parts as the longer one (at least ``width``)."""
+    width = max(len(a), len(b), width)
     return a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
 
 
@@ -41,9 +43,7 @@ def releases_apart(a: str, b: str) -> int:
     """How far apart two versions are, for "the nearest tested version": the distance between
     their release numbers read as one number (each part worth 1,000 of the next), so 1.0.0 is
     nearer 0.32.0 than 0.18.1."""
-    x, y = _padded(release(a), release(b))
-    width = max(len(x), 3)
-    x, y = x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
-    weight = [1000 ** (width - 1 - i) for i in range(width)]
+    x, y = _padded(release(a), release(b), 3)
+    weight = [1000 ** (len(x) - 1 - i) for i in range(len(x))]
     apart: int = sum((p - q) * w for p, q, w in zip(x, y, weight, strict=True))
     return abs(apart)

@@ -35,9 +35,9 @@ def check_version_supported(version: str, *, allow_unsupported: bool = False) ->
     if not release(version):
         raise UnsupportedVllmVersion(f"cannot read the vLLM version {version!r}")
     family = _covering(version)
-    nearest = nearest_tested(version)
     if allow_unsupported:
         return family or min(FAMILIES, key=lambda f: releases_apart(version, f.name))
+    nearest = nearest_tested(version)
     declared = [line.declared for line in LINES]
     if not any(in_range(version, spec) for spec in declared):
         raise UnsupportedVllmVersion(
