@@ -324,6 +324,36 @@ async def test_cancel_storm_leaves_no_orphan_request(adapter, vllm_env) -> None:
     assert leftover <= ABORT_BOUND_S, f"orphan engine requests {leftover} s after the storm"
 
 
+async def test_cancel_of_one_of_three_on_a_session_aborts_only_that_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
+    """Three generations multiplexed on one session, one cancelled mid-stream (issue 30): vLLM's
+    own count falls from 3 to exactly 2 and stays there while both neighbours keep streaming;
+    the cancelled operation ends cancelled, the neighbours are untouched until we end them."""
+    async with await connect(adapter.address) as client, await connect(adapter.address) as observer:
+        ops, received, rate = await three_running_streams(client, adapter.address)
+        victim, neighbours = ops[1], (ops[0], ops[2])
+        t0 = time.monotonic()
+        await victim.cancel()
+        latency = await seconds_to_count(observer, 2, t0)
+        if latency == float("inf"):
+            left = await engine_count(observer)
+            pytest.fail(f"vLLM's count never became 2 after one of three was cancelled: it holds {left}"
+                        + (" (a neighbour was aborted too)" if left < 2 else ""))
+        assert (await victim.result()).outcome == contract.TERMINAL_CANCELLED
+        check_abort("cancel one of three", vllm_env["version"], latency, (MAX_TOKENS - received) / rate)
+        # the two neighbours still stream, and vLLM still holds exactly their two requests
+        before = [len(o.received) for o in neighbours]
+        with anyio.fail_after(30):
+            while any(len(o.received) <= b + 5 for o, b in zip(neighbours, before, strict=True)):
+                await anyio.sleep(0.01)
+        assert await engine_count(observer) == 2
+        assert all(o.terminal is None for o in neighbours), [o.terminal for o in neighbours]
+        for o in neighbours:
+            await o.cancel()
+            assert (await o.result()).outcome == contract.TERMINAL_CANCELLED
+        assert await seconds_to_count(observer, 0, time.monotonic()) <= ABORT_BOUND_S
+        assert not [f for o in ops for f in o.wire_findings if f["rule"].startswith("wire.")]
+
+
 async def test_server_shutdown_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM with three generations in flight: each operation gets its one terminal, vLLM
     holds no request before the engine stops (the adapter's ``SHUTDOWN`` line: requests held
