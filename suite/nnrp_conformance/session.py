@@ -115,6 +115,7 @@ class ConformanceCore:
         # lazy on purpose: nnrp-py's native library loads only when a run connects (the
         # pytest plugin, and with it this module, loads in every pytest run of the venv)
         from nnrp_conformance.client import NnrpClient
+        from nnrp_conformance.client.refused import CASE_SETTLE_S
 
         target = self.options.target
         if not target:
@@ -122,7 +123,8 @@ class ConformanceCore:
         try:
             self._client = self.portal.call(
                 functools.partial(
-                    NnrpClient.connect, target, connect_timeout=self.options.connect_timeout
+                    NnrpClient.connect, target, connect_timeout=self.options.connect_timeout,
+                    settle_window=CASE_SETTLE_S,
                 )
             )
         except Exception as exc:
