@@ -6,7 +6,7 @@ relation table: docs/verdicts.md#relations), both recommendations:
   streamed calls (``tool_calls.streamed_calls``): as many, the same names, the same ids
   where the body gives ids, and the arguments the stream sent.
 
-Both compare what one endpoint sent with itself, so an endpoint's own quirk (vLLM 0.32.0
+Both compare what one endpoint sent with itself, so an endpoint's own quirk (a vLLM line
 streams a forced call's arguments as ``true``) agrees with itself. Called by
 :func:`checks.judge` like every always-on check; nothing else judges these.
 """
