@@ -66,3 +66,30 @@ def test_a_local_end_never_settles_and_a_zero_window_attributes_nothing() -> Non
     off, op = _ledger(0.0), _Op(2)
     off._start_settle(op, 0)
     assert off._on_refused("3/4/105", 0).operation_id is None and op.rules == []
+
+
+def test_the_pump_gives_a_refusal_to_the_ledger_unless_a_cancel_of_ours_explains_it() -> None:
+    """The pump's triage of 3/4/105 (client/pump.py): with a cancel unanswered it is the
+    cancel's race (counted, judged by the cancel rules); otherwise a frame after a terminal."""
+    import asyncio
+    import time
+
+    from nnrp.native import NativeInvalidStateError, NativeStatus
+
+    from nnrp_conformance.client import NnrpClient
+
+    async def triage(cancel_unanswered: bool) -> tuple[_Op, NnrpClient]:
+        client = NnrpClient()
+        client._init_refusals(60.0)  # a window no test machine outlasts
+        op = _Op(1)
+        client._start_settle(op, time.perf_counter_ns())
+        if cancel_unanswered:
+            client._unconfirmed_cancels[9] = time.perf_counter_ns() + 60 * 10**9
+        client._on_invalid_state(NativeInvalidStateError(NativeStatus(3, 4, 0, 105)))
+        return op, client
+
+    op, client = asyncio.run(triage(False))
+    assert op.rules == [RULE_REFUSED] and len(client.refused_frames) == 1
+    assert "detail=105" in client.refused_frames[0].status
+    op, client = asyncio.run(triage(True))
+    assert op.rules == [] and not client.refused_frames and client.stale_errors == 1
