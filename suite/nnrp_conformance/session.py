@@ -95,6 +95,8 @@ class ConformanceCore:
         # and the last frame it did send (message type, during what, wall time)
         self._silent: list[str] = []
         self._last_seen: str | None = None
+        # the receive time of the last refused frame already shown on a case's result
+        self._refusals_shown_ns = 0
         self._stack = contextlib.ExitStack()
 
     # --- connection --------------------------------------------------------------------
@@ -115,6 +117,7 @@ class ConformanceCore:
         # lazy on purpose: nnrp-py's native library loads only when a run connects (the
         # pytest plugin, and with it this module, loads in every pytest run of the venv)
         from nnrp_conformance.client import NnrpClient
+        from nnrp_conformance.client.refused import CASE_SETTLE_S
 
         target = self.options.target
         if not target:
@@ -122,7 +125,8 @@ class ConformanceCore:
         try:
             self._client = self.portal.call(
                 functools.partial(
-                    NnrpClient.connect, target, connect_timeout=self.options.connect_timeout
+                    NnrpClient.connect, target, connect_timeout=self.options.connect_timeout,
+                    settle_window=CASE_SETTLE_S,
                 )
             )
         except Exception as exc:
@@ -324,7 +328,21 @@ class ConformanceCore:
             )
         )
         self._note_frames(before, case.id)
+        self._note_refusals(result)
         return result
+
+    def _note_refusals(self, result: Any) -> None:
+        """Frames nnrp-py refused since the last case that no case owns (several operations
+        settling, a frame after every window, the discovery operation's): evidence on this
+        case's result, judging nothing (docs/verdicts.md#refused-after-terminal)."""
+        log = getattr(self._client, "refused_frames", None) or ()
+        new = [r for r in log if r.received_at_ns > self._refusals_shown_ns]
+        if new:
+            self._refusals_shown_ns = new[-1].received_at_ns
+        owned = {f.get("operation_id") for f in result.diagnostics.get("wire_findings") or ()}
+        others = [r.to_dict() for r in new if r.operation_id is None or r.operation_id not in owned]
+        if others:
+            result.diagnostics["refused_frames_not_this_case"] = others
 
     def _note_frames(self, before: int, during: str) -> None:
         """Count ``during`` as a silent operation, or remember the endpoint's last frame."""

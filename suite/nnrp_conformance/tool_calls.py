@@ -13,6 +13,9 @@ disagreed (issue 14), the answer kept is:
   failed a call completed without deltas);
 * a ``started`` that comes after other events of its call is a failure (the smoke's copy
   accepted it).
+
+It also owns what a stream's calls amount to (:func:`streamed_calls`: id, name, the
+arguments sent), which ``checks/tool_call_body.py`` holds a final body's tool calls to.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 
 from nnrp_conformance import contract
 
-__all__ = ["RULE_ARGUMENTS", "RULE_ORDER", "ToolCallProblem", "tool_call_problems"]
+__all__ = ["RULE_ARGUMENTS", "RULE_ORDER", "StreamedCall", "ToolCallProblem", "streamed_calls",
+           "tool_call_problems"]
 
 RULE_ORDER = "order.tool-call"
 RULE_ARGUMENTS = "tool-call.arguments"
@@ -36,6 +40,17 @@ class ToolCallProblem:
     index: int | None
     expected: Any
     seen: Any
+
+
+@dataclass(frozen=True)
+class StreamedCall:
+    """One completed call as the stream sent it: the arguments are its deltas joined, or
+    ``completed.arguments`` when it had no deltas (``tool-call.arguments`` holds the two
+    equal)."""
+
+    call_id: Any  # a str when streamed; a body's call may have none
+    name: Any
+    arguments: Any
 
 
 def _type(event: Any) -> str | None:
@@ -93,4 +108,32 @@ def tool_call_problems(seq: Sequence[Any], terminal_kind: str | None) -> list[To
                                 f"before a successful terminal", state["started"],
                                 "completed or error", None)
                 for cid, state in calls.items() if state["end"] is None]
+    return out
+
+
+def streamed_calls(seq: Sequence[Any]) -> list[StreamedCall] | None:
+    """The calls of ``seq`` in the order they started, or None when what the calls amount
+    to is unknown: a call ended in error or never completed, a malformed call id or delta
+    (the lifecycle and schema rules report those)."""
+    calls: dict[str, dict[str, Any]] = {}
+    for ev in seq:
+        typ = _type(ev)
+        if typ not in contract.TOOL_CALL_EVENT_TYPES:
+            continue
+        cid = ev.get("call_id")
+        if not isinstance(cid, str) or typ == contract.EV_TOOL_CALL_ERROR:
+            return None
+        call = calls.setdefault(cid, {"name": None, "parts": [], "done": None})
+        if "name" in ev:
+            call["name"] = ev["name"]
+        if typ == contract.EV_TOOL_CALL_DELTA:
+            call["parts"].append(ev.get("arguments_delta"))
+        elif typ == contract.EV_TOOL_CALL_COMPLETED:
+            call["done"] = ev.get("arguments")
+    out = []
+    for cid, call in calls.items():
+        parts = call["parts"]
+        if call["done"] is None or not all(isinstance(p, str) for p in parts):
+            return None
+        out.append(StreamedCall(cid, call["name"], "".join(parts) if parts else call["done"]))
     return out

@@ -7,7 +7,10 @@ notice that a cancel took effect), ``message_type``, ``operation_id``,
 ``frame_id``, ``metadata`` (the frame's metadata fields as decoded), ``descriptor`` (for the
 submit's typed frames), the body as ``body`` (UTF-8 text) or ``body_base64`` (anything else),
 ``decode_error`` when the suite could not decode it, and ``after_terminal`` for a frame that
-arrived once the operation had ended. The trace shows what was on the wire; the verdict is
+arrived once the operation had ended. A frame nnrp-py refused after the terminal (raised as
+3/4/105, unread: ``client/refused.py``) is a ``received`` line with ``message_type``
+``"unknown (refused by nnrp-py)"``, ``refused`` (the SDK's status and how the frame was
+attributed to this operation) and ``after_terminal``. The trace shows what was on the wire; the verdict is
 judged from the same frames (``checks``), never from the trace file.
 """
 
@@ -64,6 +67,11 @@ def frame_trace(op: Any) -> list[dict[str, Any]]:
         if late:
             entry["after_terminal"] = True
         lines.append((rec.received_at_ns, entry))
+    for ref in getattr(op, "refused_after_terminal", ()):
+        lines.append((ref.received_at_ns, {
+            "direction": "received", "message_type": "unknown (refused by nnrp-py)", **ids,
+            "refused": {"status": ref.status, "attribution": ref.attribution},
+            "after_terminal": True}))
     lines.sort(key=lambda item: item[0])  # stable: a submit's frames keep their order
     return [{"seq": n, "t_ms": _ms(ns, origin), **entry} for n, (ns, entry) in enumerate(lines)]
 

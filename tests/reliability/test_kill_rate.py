@@ -34,10 +34,9 @@ CASE_TIMEOUT_S = "2"
 #: defect -> (defect class, recipes that exercise it, rule ids naming that class)
 #: (No "wrong ids" defect: nnrp-py refuses to send a partial result whose metadata names
 #: another operation — ValueError in send_partial_result — so no endpoint on the SDK can
-#: commit it; the client still checks it, rule partial_result.operation_id. Nor the
-#: example's "two-terminals": the SDK refuses a second terminal through its public API, and
-#: one forced through its private send reaches the client only as an anonymous stale-event
-#: error, which names no operation — see docs/sdk-defects.md.)
+#: commit it; the client still checks it, rule partial_result.operation_id. Nor a late
+#: delta after a terminal: nnrp-py's server refuses a PARTIAL_RESULT for an ended operation
+#: even through its private send — docs/sdk-defects.md item 14.)
 DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "wrong-order": ("tool-call ordering per call id", ("chat-tool-call-forced",), ("order.tool-call",)),
     "tool-call-no-completed": ("tool-call ordering per call id", ("chat-tool-call-forced",), ("order.tool-call",)),
@@ -45,6 +44,14 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "missing-terminal": ("terminal", ("chat-streaming-text",), ("timeout.no-terminal",)),
     "terminal-as-partial": ("terminal", ("chat-streaming-text",),
                             ("wire.partial_result.terminal_event", "terminal.exactly-once")),
+    # a drop after a success push: nnrp-py's client refuses it (3/4/105, naming nothing);
+    # the client gives it to the one operation settling after its terminal (issue 30)
+    "two-terminals": ("frames after a terminal", ("chat-streaming-text",),
+                      ("wire.refused_after_terminal",)),
+    "tool-calls-shared-index": ("tool calls across calls", ("chat-tool-call-forced",),
+                                ("tool-call.index-unique",)),
+    "body-tool-calls-disagree": ("tool calls against the body", ("chat-tool-call-forced",),
+                                 ("tool-call.body-agreement",)),
     "late-event-after-cancel": ("late events / cancel handling", ("chat-cancel-client",),
                                 ("cancel.late-event", "wire.partial_after_cancel", "wire.result_after_cancel",
                                  "cancel.unanswered")),
@@ -111,10 +118,12 @@ MANIFEST_FOR = {"critical-extension-unselected": EXAMPLE / "manifest-critical-ex
 
 #: defects whose failed rules must be exactly their entry's: each extra-field reading is
 #: told apart by its rule alone (a collision is event.schema, nothing else is)
-EXACT = {"profile-field-misplaced", "critical-extension-unselected", "extension-misuse"}
+EXACT = {"profile-field-misplaced", "critical-extension-unselected", "extension-misuse",
+         # issue 30: each new rule alone names its defect
+         "two-terminals", "tool-calls-shared-index", "body-tool-calls-disagree"}
 
 #: registry defects with no entry above (the reasons are in the comment on DEFECTS)
-UNKILLABLE = {"two-terminals"}
+UNKILLABLE: set[str] = set()
 
 #: defects that break a recommendation, not the profile: caught when the run is strict.
 #: Moved here from a default-run kill by issue 27 (only the profile's words are strict):
@@ -126,7 +135,9 @@ UNKILLABLE = {"two-terminals"}
 #: 4 MiB delta: the profile sets no sizes) moved too.
 STRICT = {"ignores-timeout", "responses-no-usage", "responses-empty-push", "usage-twice",
           "ignores-cancel-hint", "item-done-early", "delta-wrong-item",
-          "tool-call-item-mismatch", "embeddings-reversed", "extension-misuse", "huge-event"}
+          "tool-call-item-mismatch", "embeddings-reversed", "extension-misuse", "huge-event",
+          # the profile fixes neither (issue 30): recommendations
+          "tool-calls-shared-index", "body-tool-calls-disagree"}
 
 
 def recipe_path(stem: str) -> Path:

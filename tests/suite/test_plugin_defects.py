@@ -19,7 +19,7 @@ _STREAM = "openai-compatible and streaming-text"
 DEFECT_RULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "wrong-order": ("tool-call-delta", ("order.tool-call",)),
     "missing-terminal": (_STREAM, ("timeout.no-terminal",)),
-    "two-terminals": (_STREAM, ("terminal.exactly-once", "terminal.after")),
+    "two-terminals": (_STREAM, ("wire.refused_after_terminal",)),
     "late-event-after-cancel": ("cancel.client", ("cancel.late-event", "cancel.unanswered",
                                                   "wire.result_after_cancel")),
     "bad-error-body": ("openai-compatible and invalid-body", ("error.body",)),
@@ -32,11 +32,9 @@ DEFECT_RULES: dict[str, tuple[str, tuple[str, ...]]] = {
 TIMEOUT_S = "2"
 
 
-#: defects that cannot reach the wire through nnrp-py (reported; kept visible as xfail)
-UNOBSERVABLE = {
-    "two-terminals": "nnrp-py refuses a second terminal for an operation, so the variant's "
-                     "RESULT_DROP_REASON after the RESULT_PUSH is never sent",
-}
+#: defects that cannot reach the wire through nnrp-py (reported; kept visible as xfail).
+#: two-terminals left it (issue 30): its drop after the push reaches the client as a refusal
+UNOBSERVABLE: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module", params=[

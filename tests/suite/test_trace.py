@@ -80,3 +80,20 @@ def test_a_cancel_shows_in_the_trace_in_order(tmp_path: Path, start_endpoint: An
     assert kinds[0] == ("sent", "FRAME_SUBMIT")
     assert 0 < cancel < len(kinds) - 1, kinds
     assert kinds[-1][1] in ("RESULT_DROP_REASON", "RESULT_PUSH"), kinds
+
+
+def test_a_frame_refused_after_the_terminal_is_in_the_trace_and_fails_its_case(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    """two-terminals sends a RESULT_DROP_REASON after its RESULT_PUSH; nnrp-py refuses it
+    (3/4/105) and names nothing: the client attributes it to the one operation settling."""
+    with start_endpoint(tmp_path, "two-terminals") as ep:
+        proc = traced_run(tmp_path, ep)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "[wire.refused_after_terminal]" in proc.stdout
+    frames = lines(tmp_path / "traces" / f"{CASE}.ndjson")
+    pushed = [f["seq"] for f in frames if f["message_type"] == "RESULT_PUSH"]
+    refused = [f for f in frames if "refused" in f]
+    assert len(pushed) == 1 and len(refused) == 1, frames
+    assert refused[0]["seq"] > pushed[0] and refused[0]["after_terminal"] is True
+    assert "detail=105" in refused[0]["refused"]["status"]
+    assert refused[0]["operation_id"] == frames[0]["operation_id"]

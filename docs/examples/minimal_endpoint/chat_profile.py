@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeGuard
 
+import tool_faults
+
 SCHEMA_VERSION = "openai-compatible/1"
 PROFILE = "openai-compatible"
 ADAPTER = "minimal-endpoint"
@@ -438,6 +440,7 @@ class _Chat:
                 ],
             }
             finish = "tool_calls"
+            partials, message = tool_faults.apply(self.defect, partials, message)
             text_stream: Iterable[bytes | None] = partials
         else:
             tokens = self.tokens(messages)

@@ -26,7 +26,8 @@ DEFECTS: Final = MappingProxyType(
         ),
         "two-terminals": (
             "after the RESULT_PUSH terminal a second terminal (RESULT_DROP_REASON) is sent "
-            "for the same operation"
+            "for the same operation: a drop after a success push (a late delta cannot be "
+            "sent: nnrp-py's server refuses a PARTIAL_RESULT after a terminal)"
         ),
         "late-event-after-cancel": (
             "never looks for a client cancel while streaming: keeps sending partials and a "
@@ -47,6 +48,14 @@ DEFECTS: Final = MappingProxyType(
         ),
         "tool-call-no-completed": (
             "tool calls get started and deltas but never completed or error"
+        ),
+        "tool-calls-shared-index": (
+            "a tool-call answer carries a second call (its own call_id and item_id) at the "
+            "first call's index 0, in the stream and in the body"
+        ),
+        "body-tool-calls-disagree": (
+            "the final body's message.tool_calls carry other arguments than the streamed "
+            "tool-call events"
         ),
         "usage-twice": "response.usage is emitted twice in a stream",
         "wrong-error-code": (

@@ -4,7 +4,8 @@ Owns every conformance check applied to an observed operation (each a small func
 stable rule id, one module per family) and :func:`judge`, which runs them and builds the
 :class:`Verdict`. The families: ``stream`` (wire, decode, schema), ``terminal``, ``sequence``
 (expectations, ordering, usage), ``errors``, ``bodies`` (non-streaming), ``cancel``,
-``capability``, ``relations`` (fields that must agree), ``responses`` (Level 2),
+``capability``, ``relations`` (fields that must agree), ``tool_call_body`` (tool calls
+across calls and against the final body), ``responses`` (Level 2),
 ``discovery`` (Level 3); ``context`` is what each check is
 handed, ``model`` the verdict's data, ``judge`` which checks run and how they combine. Nothing
 here trusts the endpoint's self-report: the input is the decoded traffic the suite received
@@ -12,7 +13,8 @@ here trusts the endpoint's self-report: the input is the decoded traffic the sui
 
 Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.decode``,
 ``event.schema``, ``terminal.exactly-once``, ``terminal.kind``, ``terminal.after``,
-``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``usage.at-most-once``,
+``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``tool-call.index-unique``,
+``tool-call.body-agreement``, ``usage.at-most-once``,
 ``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
 ``cancel.not-sent``, ``cancel.unanswered``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
 ``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``; for Level 2

@@ -31,6 +31,13 @@ def type_of(event: Any) -> str | None:
     return event.get("type") if isinstance(event, dict) else None
 
 
+def chat_completion_body(ctx: Context) -> dict[str, Any] | None:
+    """The chat completion the terminal's ``response.completed`` carries, or None."""
+    term = ctx.obs.terminal_event
+    body = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
+    return body if isinstance(body, dict) and body.get("object") == "chat.completion" else None
+
+
 def at(seq: list[Any], i: int) -> str:
     return f"event #{i}: {show(seq[i])}"
 

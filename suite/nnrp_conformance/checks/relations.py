@@ -22,6 +22,9 @@ comes from and its rule id). Each reads only the observed events of one operatio
 * ``capability.behaviour``: the endpoint does only what its capability document says (no tool
   calls from an operation documented without them; answers name a model the document lists).
 
+The tool-call relations ``tool-call.index-unique`` and ``tool-call.body-agreement`` are in
+``checks/tool_call_body.py``.
+
 Each check is called by :func:`checks.judge` (``checks/judge.py``) like every always-on
 check; nothing else judges these.
 """
@@ -31,7 +34,14 @@ from __future__ import annotations
 from typing import Any, TypeGuard
 
 from nnrp_conformance import contract
-from nnrp_conformance.checks.context import Context, show, type_of, usage_counts, usage_names
+from nnrp_conformance.checks.context import (
+    Context,
+    chat_completion_body,
+    show,
+    type_of,
+    usage_counts,
+    usage_names,
+)
 from nnrp_conformance.checks.responses import response_body
 
 __all__ = ["RELATION_CHECKS"]
@@ -39,12 +49,6 @@ __all__ = ["RELATION_CHECKS"]
 
 def _int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _final_body(ctx: Context) -> dict[str, Any] | None:
-    term = ctx.obs.terminal_event
-    body = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
-    return body if isinstance(body, dict) and body.get("object") == "chat.completion" else None
 
 
 def check_usage_arithmetic(ctx: Context) -> None:
@@ -58,7 +62,7 @@ def check_usage_arithmetic(ctx: Context) -> None:
     if response:
         seen.append((response.get("usage"), ctx.obs.terminal_index,
                      "the Response body's usage.{}", ""))
-    body = _final_body(ctx)
+    body = chat_completion_body(ctx)
     if body:
         seen.append((body.get("usage"), ctx.obs.terminal_index,
                      "the completion body's usage.{}", ""))
@@ -75,7 +79,7 @@ def check_usage_arithmetic(ctx: Context) -> None:
 
 def check_usage_agreement(ctx: Context) -> None:
     streamed = [ev.get("usage") for ev in ctx.obs.events if type_of(ev) == contract.EV_USAGE]
-    body = _final_body(ctx) or response_body(ctx)
+    body = chat_completion_body(ctx) or response_body(ctx)
     final = body.get("usage") if body else None
     if len(streamed) != 1:
         return  # nothing to compare (usage.at-most-once judges repeats)
@@ -94,7 +98,7 @@ def _final_texts(ctx: Context) -> dict[Any, str] | None:
     """Output index -> the final text of that output: a chat completion's
     ``choices[i].message.content``, or a Response's message item ``output[i]`` (its
     ``output_text`` parts joined)."""
-    body = _final_body(ctx)
+    body = chat_completion_body(ctx)
     if body is not None:
         out: dict[Any, str] = {}
         for choice in body.get("choices") or ():
@@ -186,7 +190,7 @@ def check_completion_identity(ctx: Context) -> None:
                          f"from {ref[key]!r} on the operation's first chunk (event #{at}) — "
                          f"event #{i}", index=i, expected=ref[key], seen=chunk[key])
                 return
-    body = _final_body(ctx)
+    body = chat_completion_body(ctx)
     for key in _BODY_IDENTITY if body is not None else ():
         if body is not None and key in body and key in ref and body[key] != ref[key]:
             ctx.fail("completion.identity", f"the completion body's {key} {body[key]!r} is "
@@ -196,7 +200,7 @@ def check_completion_identity(ctx: Context) -> None:
 
 
 def check_finish_reason_tool_calls(ctx: Context) -> None:
-    body = _final_body(ctx)
+    body = chat_completion_body(ctx)
     for choice in (body.get("choices") or ()) if body else ():
         if not isinstance(choice, dict) or choice.get("finish_reason") != "tool_calls":
             continue
@@ -231,7 +235,7 @@ def check_usage_max_tokens(ctx: Context) -> None:
     limit = _token_limit(ctx.body)
     if limit is None:
         return
-    body = _final_body(ctx)
+    body = chat_completion_body(ctx)
     counts = [(ev.get("usage") or {}).get("output_tokens", None) for ev in ctx.obs.events
               if type_of(ev) == contract.EV_USAGE and isinstance(ev.get("usage"), dict)]
     if body and isinstance(body.get("usage"), dict):
@@ -268,7 +272,7 @@ def check_capability_behaviour(ctx: Context) -> None:
                         if isinstance(m, dict) and isinstance(m.get("id"), str)}
     if not models or ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
-    body = _final_body(ctx) or response_body(ctx)
+    body = chat_completion_body(ctx) or response_body(ctx)
     named: list[tuple[int | None, Any]] = (
         [(ctx.obs.terminal_index, body.get("model"))] if body else []
     )

@@ -6,7 +6,9 @@ real FRAME_CANCEL, per-operation timeouts, the discovery operation, and the wire
 findings the suite's checks read (``Operation.wire_findings``).
 
 Rooms: ``connection`` (:class:`NnrpClient`: connect, submit, close), ``operation`` (what the
-caller reads of one operation), ``pump`` (the thread that owns the session).
+caller reads of one operation), ``pump`` (the thread that owns the session), ``frames``
+(routing each frame to its operation), ``refused`` (frames nnrp-py refused after an
+operation's terminal, and which operation they belong to).
 
 Threading (docs/wire-pump.md): nnrp-py's calls block and are serialised per session, so
 one pump thread owns the session. It runs submit/cancel/close commands between polls,

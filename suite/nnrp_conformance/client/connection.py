@@ -81,6 +81,7 @@ class NnrpClient(_ClientPump):
         # and their total length: waits for the server's answers do not count that time
         self.pump_stalls = 0
         self.pump_stalled_ns = 0
+        self._init_refusals(0.0)
 
     # --- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -92,12 +93,16 @@ class NnrpClient(_ClientPump):
         default_timeout: float | None = 30.0,
         max_events: int = 100_000,
         command_timeout: float = 10.0,
+        settle_window: float = 0.0,
     ) -> NnrpClient:
         """Connect to ``host:port``, ``[::1]:port`` or a scheme URL and open one session.
 
         ``command_timeout`` bounds how long a submit or a cancel waits for the client's own
-        pump thread to send it (raised where the machine itself can stall for seconds)."""
+        pump thread to send it (raised where the machine itself can stall for seconds).
+        ``settle_window``: how long an operation's reader waits after the endpoint's
+        terminal for frames refused after it (``client/refused.py``; 0: no wait)."""
         self = cls()
+        self._init_refusals(settle_window)
         self.target = target
         self.command_timeout = command_timeout
         self.default_timeout = default_timeout
@@ -337,6 +342,7 @@ class NnrpClient(_ClientPump):
             terminal.received_at_ns = time.perf_counter_ns()
         op.terminal = terminal
         self._unregister(op)
+        self._start_settle(op, terminal.received_at_ns)
         self._finished[op.frame_id] = op
         while len(self._finished) > 4096:
             self._finished.popitem(last=False)

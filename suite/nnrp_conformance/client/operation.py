@@ -104,6 +104,10 @@ class Operation:
         # terminal (judged by wire.frame_after_terminal): what a frame trace shows
         self.request_frames: tuple[Any, ...] = ()
         self.after_terminal: list[ReceivedEvent] = []
+        # frames nnrp-py refused after the terminal, attributed to this operation, and when
+        # its settle window ends (client/refused.py): its iteration ends no sooner
+        self.refused_after_terminal: list[Any] = []
+        self.settle_until_ns: int | None = None
         self.wire_findings: list[dict[str, Any]] = []
         self.cancel_sent_at_ns: int | None = None
         self.local_cancelled_at_ns: int | None = None
@@ -154,6 +158,13 @@ class Operation:
         if self.cancel_sent_at_ns is None:
             with contextlib.suppress(NnrpClientError):
                 await self.cancel()
+
+    async def _settle(self) -> None:
+        """Wait out the settle window after the endpoint's terminal (client/refused.py)."""
+        until = self.settle_until_ns
+        left = 0.0 if until is None else (until - time.perf_counter_ns()) / 1e9
+        if left > 0:
+            await asyncio.sleep(left)
 
     async def result(self) -> Terminal:
         """Drain the remaining events and return the terminal (never None)."""
@@ -244,6 +255,7 @@ class _EventIterator:
                 continue
             if item is _DONE:
                 self._stop_timer()
+                await op._settle()
                 raise StopAsyncIteration
             return cast(ReceivedEvent, item)
 

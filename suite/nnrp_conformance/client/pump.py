@@ -26,6 +26,7 @@ from nnrp_conformance.wire.pump import (
 
 from .frames import _CANCEL_CONFIRM_LIMIT_NS, _HOLD_MAX_NS, _FrameRouter
 from .operation import _BULK_GAP_NS, _BULK_MAX, Terminal
+from .refused import _RefusalLedger
 
 _IDLE_WAIT_S = 0.05
 # Before a cancel goes out, the frames already here are read first (_drain_before_cancel), in
@@ -43,7 +44,7 @@ _PUMP_STALL_NS = 1_000_000_000
 _GONE_LIMIT = 64
 
 
-class _ClientPump(_FrameRouter):
+class _ClientPump(_RefusalLedger, _FrameRouter):
     """The pump-thread half of :class:`NnrpClient` (a mixin over the client's state)."""
 
     # the client state it shares, and the _finish stub, are declared on _FrameRouter
@@ -63,7 +64,9 @@ class _ClientPump(_FrameRouter):
                     if not self._run_commands():
                         return
             self._check_cancel_grace()
-            if not (self._ops or self._cancels_unconfirmed()) or self._broken:
+            # an ended operation's settle window keeps the polls going (client/refused.py)
+            if not (self._ops or self._cancels_unconfirmed() or self._settling_now(turn)) \
+                    or self._broken:
                 self._wake.wait(_IDLE_WAIT_S)
                 self._wake.clear()
                 continue
@@ -263,6 +266,10 @@ class _ClientPump(_FrameRouter):
         # and does not say which operation. Count it; it is evidence, not a protocol finding.
         if detail_code(exc) == DETAIL_STALE_OR_GONE:
             self.stale_errors += 1
+            if not self._cancels_unconfirmed():
+                # no cancel of ours explains it: a frame after an operation's terminal
+                self._on_refused(status_text(exc), time.perf_counter_ns())
+                return
             if self._unconfirmed_cancels:
                 # a frame the endpoint sent, refused by nnrp-py: it shows the peer is alive
                 now = time.perf_counter_ns()
