@@ -65,6 +65,8 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     unresponsive_after: int = UNRESPONSIVE_AFTER
+    #: run the selected cases this many at a time on the session (``concurrency.py``)
+    concurrency: int = 1
     #: non-strict findings (recommendations not followed) fail the run
     strict: bool = False
     #: the capability document as a file, used when the endpoint has no discovery operation

@@ -27,7 +27,7 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from nnrp_conformance import contract, runner
+from nnrp_conformance import concurrency, contract, runner
 from nnrp_conformance.artifacts import Artifacts, write_json
 from nnrp_conformance.baseline import Baseline, BaselineError, load_baseline
 from nnrp_conformance.events import RunStarted
@@ -308,23 +308,42 @@ class ConformanceCore:
         if len(self._silent) >= self.options.unresponsive_after:
             return runner.unresponsive_result(case, self.unresponsive_reason())
         before = self.client.frames_received
-        result = self.portal.call(
-            functools.partial(
-                runner.run_case,
-                self.client,
-                case,
-                timeout=self.options.timeout if timeout is None else timeout,
-                manifest=self.manifest,
-                capability_document=self.capabilities,
-                idle_timeout=self.options.idle_timeout,
-                strict=self.options.strict,
-                capability_file=(str(self.options.capabilities_file)
-                                 if self.options.capabilities_file is not None else None),
-                trace=self.options.trace_dir is not None,
-            )
-        )
+        run = self._run_options(timeout)
+        if case.companions:  # a concurrency recipe: its operations in flight together
+            cases = [case, *case.companions]
+            results, overlap = self.portal.call(
+                functools.partial(concurrency.run_group, self.client, cases, **run))
+            result = concurrency.group_result(case, results, overlap,
+                                              strict=self.options.strict)
+        else:
+            result = self.portal.call(
+                functools.partial(runner.run_case, self.client, case, **run))
         self._note_frames(before, case.id)
         return result
+
+    def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
+        """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
+        together, each judged as usual plus the cross-operation rules (concurrency.py)."""
+        if len(self._silent) >= self.options.unresponsive_after:
+            return [runner.unresponsive_result(c, self.unresponsive_reason()) for c in cases]
+        before = self.client.frames_received
+        results = self.portal.call(functools.partial(
+            concurrency.run_batch, self.client, cases, **self._run_options(timeout)))
+        self._note_frames(before, ", ".join(c.id for c in cases))
+        return list(results)
+
+    def _run_options(self, timeout: float | None) -> dict[str, Any]:
+        """The keyword arguments of runner.run_case for this run."""
+        return {
+            "timeout": self.options.timeout if timeout is None else timeout,
+            "manifest": self.manifest,
+            "capability_document": self.capabilities,
+            "idle_timeout": self.options.idle_timeout,
+            "strict": self.options.strict,
+            "capability_file": (str(self.options.capabilities_file)
+                                if self.options.capabilities_file is not None else None),
+            "trace": self.options.trace_dir is not None,
+        }
 
     def _note_frames(self, before: int, during: str) -> None:
         """Count ``during`` as a silent operation, or remember the endpoint's last frame."""
