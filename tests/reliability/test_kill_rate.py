@@ -80,6 +80,15 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "profile-field-misplaced": ("extra field colliding", ("chat-streaming-text",), ("event.schema",)),
     "critical-extension-unselected": ("extra field colliding", ("chat-streaming-text",),
                                       ("event.schema",)),
+    # operations in flight together on one session (issue 30): the concurrency recipes;
+    # the neighbours' own terminal.kind fails too, so the kill is the rule naming the cause
+    "cross-talk": ("multiplexing", ("concurrent-chat-mixed",), ("concurrency.cross-talk",)),
+    "swapped-terminals": ("multiplexing", ("concurrent-chat-mixed",),
+                          ("concurrency.terminal-swap",)),
+    "cancel-ends-others": ("multiplexing", ("concurrent-chat-cancel-one",),
+                           ("concurrency.neighbour-ended",)),
+    "error-ends-neighbours": ("multiplexing", ("concurrent-chat-mixed",),
+                              ("concurrency.neighbour-ended",)),
     # Level 2: responses.create
     "item-done-early": ("output-item lifecycle", ("responses-streaming-text",),
                         ("output-item.lifecycle",)),
@@ -111,7 +120,9 @@ MANIFEST_FOR = {"critical-extension-unselected": EXAMPLE / "manifest-critical-ex
 
 #: defects whose failed rules must be exactly their entry's: each extra-field reading is
 #: told apart by its rule alone (a collision is event.schema, nothing else is)
-EXACT = {"profile-field-misplaced", "critical-extension-unselected", "extension-misuse"}
+EXACT = {"profile-field-misplaced", "critical-extension-unselected", "extension-misuse",
+         # an operation's own checks see nothing wrong here (text.agreement is non-strict)
+         "cross-talk", "swapped-terminals"}
 
 #: registry defects with no entry above (the reasons are in the comment on DEFECTS)
 UNKILLABLE = {"two-terminals"}
