@@ -21,6 +21,7 @@ import anyio
 from nnrp_conformance import contract, runner
 from nnrp_conformance.checks import Verdict
 from nnrp_conformance.checks.concurrency import Member, judge_group
+from nnrp_conformance.findings import Finding
 from nnrp_conformance.recipes import LEAD_OPERATION
 from nnrp_conformance.rules import LEVEL_FAILED, case_level
 
@@ -41,34 +42,41 @@ class _Barrier:
         self.ops: dict[str, list[Any]] = {}
         self.last_submit_ns: int | None = None
 
-    def proxy(self, name: str) -> Any:
-        barrier = self
-
-        class _Client:
-            async def submit(self, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    op = await barrier.client.submit(*args, **kwargs)
-                    barrier.ops.setdefault(name, []).append(op)
-                    barrier.last_submit_ns = getattr(op, "submitted_at_ns", None)
-                    return op
-                finally:
-                    barrier.submitted += 1
-                    if barrier.submitted >= barrier.n:
-                        barrier.done.set()
-                    await barrier.done.wait()
-
-        return _Client()
+    async def submit(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            op = await self.client.submit(*args, **kwargs)
+            self.ops.setdefault(name, []).append(op)
+            self.last_submit_ns = getattr(op, "submitted_at_ns", None)
+            return op
+        finally:
+            self.submitted += 1
+            if self.submitted >= self.n:
+                self.done.set()
+            await self.done.wait()
 
     def overlap(self, names: Sequence[str]) -> dict[str, Any]:
         """What overlapped: the operations already ended (their terminal received) when the
         last one was submitted were served one after another."""
         last = self.last_submit_ns
         early = [n for n in names for op in self.ops.get(n, [])[:1]
-                 if last is not None
-                 and isinstance(getattr(getattr(op, "terminal", None), "received_at_ns", None), int)
-                 and op.terminal.received_at_ns < last]
+                 if last is not None and _ended_at(op) is not None and _ended_at(op) < last]
         return {"submitted": len(names), "in_flight_at_last_submit": len(names) - len(early),
                 "ended_before_last_submit": early}
+
+
+def _ended_at(op: Any) -> Any:
+    return getattr(getattr(op, "terminal", None), "received_at_ns", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Submitter:
+    """What the runner sees as its client: submits go through the barrier, by name."""
+
+    barrier: _Barrier
+    name: str
+
+    async def submit(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.barrier.submit(self.name, *args, **kwargs)
 
 
 async def run_group(client: Any, cases: Sequence[PlannedCase],
@@ -80,7 +88,8 @@ async def run_group(client: Any, cases: Sequence[PlannedCase],
     results: list[runner.CaseResult | None] = [None] * len(cases)
 
     async def one(i: int) -> None:
-        results[i] = await runner.run_case(barrier.proxy(names[i]), cases[i], **run_options)
+        results[i] = await runner.run_case(_Submitter(barrier, names[i]), cases[i],
+                                            **run_options)
 
     async with anyio.create_task_group() as tg:
         for i in range(len(cases)):
@@ -110,16 +119,24 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[runner.CaseResult
     return members
 
 
-def _rejudged(result: runner.CaseResult, member: Member, extra: dict[str, Any]
+def _level(findings: Sequence[Finding]) -> tuple[str, str]:
+    """(outcome, verdict level) of a result with ``findings``."""
+    level = case_level(f.level for f in findings)
+    return (contract.OUTCOME_FAILED if level == LEVEL_FAILED else contract.OUTCOME_PASSED), level
+
+
+def _rejudged(result: runner.CaseResult, findings: list[Finding], extra: dict[str, Any]
               ) -> runner.CaseResult:
-    """``result`` with its member's findings (its own and the group's) as the verdict."""
-    level = case_level(f.level for f in member.findings)
-    outcome = contract.OUTCOME_FAILED if level == LEVEL_FAILED else contract.OUTCOME_PASSED
-    message = result.verdict.message if member.findings == result.verdict.findings else (
-        f"{result.id}: {level}: {len(member.findings)} finding(s): "
-        + "; ".join(str(f) for f in member.findings[:3]) if member.findings
-        else f"{result.id}: {len(result.events)} event(s), terminal {result.terminal}")
-    verdict = Verdict(outcome, result.terminal, member.findings, message, level)
+    """``result`` with ``findings`` (its own and the group's) as its verdict."""
+    outcome, level = _level(findings)
+    if findings == result.verdict.findings:
+        message = result.verdict.message
+    elif findings:
+        message = (f"{result.id}: {level}: {len(findings)} finding(s): "
+                   + "; ".join(str(f) for f in findings[:3]))
+    else:
+        message = f"{result.id}: {len(result.events)} event(s), terminal {result.terminal}"
+    verdict = Verdict(outcome, result.terminal, findings, message, level)
     return dataclasses.replace(result, outcome=outcome, verdict=verdict,
                                diagnostics={**result.diagnostics, **extra})
 
@@ -131,7 +148,7 @@ async def run_batch(client: Any, cases: Sequence[PlannedCase], *, strict: bool =
     results, overlap = await run_group(client, cases, strict=strict, **run_options)
     members = members_of(cases, results)
     judge_group(members, strict=strict)
-    return [_rejudged(r, m, {"concurrency": {**overlap, "batch": [c.id for c in cases]}})
+    return [_rejudged(r, m.findings, {"concurrency": {**overlap, "batch": [c.id for c in cases]}})
             for r, m in zip(results, members, strict=True)]
 
 
@@ -147,12 +164,10 @@ def group_result(case: PlannedCase, results: Sequence[runner.CaseResult],
                 for m in members for f in m.findings]
     lead = results[0]
     operations = [{"name": m.name, "request_id": r.diagnostics.get("request_id"),
-                   "outcome": _rejudged(r, m, {}).outcome, "expected_terminal":
+                   "outcome": _level(m.findings)[0], "expected_terminal":
                    m.expected_terminal, "terminal": r.terminal, "events": len(r.events),
                    "findings": [f.to_dict() for f in m.findings],
                    "timings_ms": r.diagnostics.get("timings_ms")}
                   for m, r in zip(members, results, strict=True)]
-    member = Member(LEAD_OPERATION, case.expected_terminal, lead.terminal, [],
-                    findings=findings)
-    out = _rejudged(lead, member, {"concurrency": {**overlap, "operations": operations}})
+    out = _rejudged(lead, findings, {"concurrency": {**overlap, "operations": operations}})
     return dataclasses.replace(out, duration_s=max(r.duration_s for r in results))
