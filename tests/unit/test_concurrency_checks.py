@@ -87,11 +87,30 @@ def test_final_bodies_crossed_are_a_terminal_swap_not_cross_talk() -> None:
     assert rules_of(a) == rules_of(b) == ["concurrency.terminal-swap"]
 
 
+def wrong_kind() -> list[Finding]:
+    """What the operation's own checks say of a terminal its recipe does not expect."""
+    return [Finding("terminal.kind", "not the expected terminal", level=rules.LEVEL_FAILED)]
+
+
 def test_each_getting_the_terminal_kind_the_other_expects_is_a_terminal_swap() -> None:
-    a = Member("a", "success", "error", [], None)
-    b = Member("b", "error", "success", [], None)
+    a = Member("a", "success", "error", [], None, findings=wrong_kind())
+    b = Member("b", "error", "success", [], None, findings=wrong_kind())
     judge_group([a, b])
-    assert rules_of(a) == rules_of(b) == ["concurrency.terminal-swap"]
+    assert rules_of(a) == rules_of(b) == ["terminal.kind", "concurrency.terminal-swap"]
+
+
+def test_a_terminal_a_reading_allows_is_nobody_elses() -> None:
+    # an ignored deadline ends in success, judged non-strict under the recipe's beyond_profile
+    # (no terminal.kind): another operation failing its own terminal makes no swap of it, and
+    # a deadline that ends cancelled beside a client cancel ended no neighbour
+    timeout = Member("t", "error", "success", [], None)
+    other = Member("o", "success", "error", [], None, findings=wrong_kind())
+    judge_group([timeout, other])
+    assert rules_of(timeout) == []
+    cancelled_by_deadline = Member("d", "error", "cancelled", [], None)
+    cancel = Member("c", "cancelled", "cancelled", [], None, cancelled_by_client=True)
+    judge_group([cancelled_by_deadline, cancel])
+    assert rules_of(cancelled_by_deadline) == []
 
 
 @pytest.mark.parametrize("cause", ["cancelled", "error"])
@@ -99,9 +118,10 @@ def test_an_operation_ended_beside_a_cancel_or_an_error_is_a_neighbour_ended(
         cause: str) -> None:
     ender = Member("x", "cancelled", "cancelled", [delta("a")], None, cancelled_by_client=True) \
         if cause == "cancelled" else error("x")
-    victim = Member("v", "success", cause, [delta("b")], None)
+    victim = Member("v", "success", cause, [delta("b")], None, findings=wrong_kind())
     judge_group([ender, victim])
-    assert rules_of(victim) == ["concurrency.neighbour-ended"] and rules_of(ender) == []
+    assert rules_of(victim) == ["terminal.kind", "concurrency.neighbour-ended"]
+    assert rules_of(ender) == []
 
 
 def test_an_operation_ending_as_it_expects_beside_an_error_is_fine() -> None:
@@ -115,12 +135,12 @@ def test_an_overload_refusal_is_allowed_and_ends_no_neighbour() -> None:
     body = Finding("error.body", "bad", level=rules.LEVEL_FAILED)
     refused_one = error("r", "overloaded", "rate_limit_error", expected="success",
                         findings=[expectation, body])
-    other = Member("o", "success", "error", [], None)  # failed on its own, not by "r"
+    other = Member("o", "success", "error", [], None, findings=wrong_kind())  # not by "r"
     assert refused(refused_one)
     judge_group([refused_one, other])
     assert rules_of(refused_one) == ["error.body", "concurrency.refused"]
     assert refused_one.findings[-1].level == rules.LEVEL_INFORMATIONAL
-    assert rules_of(other) == []
+    assert rules_of(other) == ["terminal.kind"]
     # the upstream adapter's name for the code reads the same; another error does not
     assert refused(error("u", "backend_overload", "server_error"))
     assert not refused(error("b"))

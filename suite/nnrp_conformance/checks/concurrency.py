@@ -10,9 +10,10 @@ Owns the concurrency rules and the overload reading. Each operation of a group w
   body's and equal another operation's;
 * ``concurrency.terminal-swap``: an operation's terminal is another's: its final body's text
   is not what it streamed but exactly what another operation streamed, or two operations each
-  ended with the terminal kind the other expected;
-* ``concurrency.neighbour-ended``: an operation ended cancelled or in error, not as it
-  expected, while another operation of the group was cancelled by the client or failed.
+  ended with the terminal kind the other expected (both failed ``terminal.kind``);
+* ``concurrency.neighbour-ended``: an operation ended cancelled or in error, failing its own
+  ``terminal.kind``, while another operation of the group was cancelled by the client or
+  failed.
 
 Every rule needs the endpoint to contradict itself first (an operation's stream disagreeing
 with its own final body, or a terminal its request does not call for), so an endpoint that is
@@ -73,6 +74,13 @@ def _finding(rule: str, message: str, *, strict: bool, index: int | None = None,
                    rules.finding_level(rule, strict=strict))
 
 
+def _wrong_kind(member: Member) -> bool:
+    """The operation's own checks failed its terminal kind (``terminal.kind``): a terminal a
+    reading of its recipe allows (``beyond_profile``, a refusal) is never another's."""
+    return any(f.rule == "terminal.kind" and f.level == rules.LEVEL_FAILED
+               for f in member.findings)
+
+
 def _final(ev: Any) -> dict[str, Any] | None:
     body = ev.get("body") if type_of(ev) == contract.EV_COMPLETED else None
     return body if isinstance(body, dict) else None
@@ -131,7 +139,8 @@ def _check_swaps(members: list[Member], strict: bool) -> set[str]:
         for o in others:
             if refused(m) or refused(o):
                 continue  # a refusal is allowed, whichever operation it meets
-            if m.name < o.name and m.expected_terminal != o.expected_terminal \
+            if m.name < o.name and _wrong_kind(m) and _wrong_kind(o) \
+                    and m.expected_terminal != o.expected_terminal \
                     and m.terminal == o.expected_terminal \
                     and o.terminal == m.expected_terminal:
                 swapped.update((m.name, o.name))
@@ -179,8 +188,8 @@ def _check_neighbours(members: list[Member], strict: bool) -> None:
     enders = [m for m in members if m.cancelled_by_client
               or (m.terminal == contract.TERMINAL_ERROR and not refused(m))]
     for m in members:
-        if m.terminal not in _ENDINGS or m.terminal == m.expected_terminal \
-                or m.cancelled_by_client or refused(m):
+        if m.terminal not in _ENDINGS or not _wrong_kind(m) or m.cancelled_by_client \
+                or refused(m):
             continue
         cause = next((e for e in enders if e is not m), None)
         if cause is not None:
