@@ -6,10 +6,12 @@ parameters, and the two errors every bad input becomes (:class:`SetupError`, and
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nnrp_conformance.artifacts import DEFAULT_DIR, Artifacts, report_paths
 from nnrp_conformance.runner import DEFAULT_CASE_TIMEOUT_S, DEFAULT_IDLE_TIMEOUT_S
@@ -65,6 +67,8 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     unresponsive_after: int = UNRESPONSIVE_AFTER
+    #: run the selected cases this many at a time on the session (``concurrency.py``)
+    concurrency: int = 1
     #: non-strict findings (recommendations not followed) fail the run
     strict: bool = False
     #: the capability document as a file, used when the endpoint has no discovery operation
@@ -107,3 +111,16 @@ class RunOptions:
             if os.path.commonpath([p, base]) != p.anchor:
                 return Path(os.path.relpath(p, base)).as_posix()
         return str(path)
+
+
+def load_json_object(path: Path) -> dict[str, Any]:
+    """Read a JSON object file for the faces; errors name the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SetupError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SetupError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SetupError(f"{path}: expected a JSON object")
+    return data

@@ -44,6 +44,12 @@ class PlannedCase:
     extensions: dict[str, bool] = field(default_factory=dict)
     #: planner decisions worth showing in a report (retargeted operation, …)
     notes: tuple[str, ...] = ()
+    #: a concurrency recipe's other operations (``concurrent``), each planned like a case of
+    #: its own (id ``<recipe id>/<name>``, its own request and expectations), submitted
+    #: together with this one (``concurrency.py``)
+    companions: tuple[PlannedCase, ...] = ()
+    #: this operation's name within its group (``recipes.LEAD_OPERATION`` for the recipe's own)
+    name: str | None = None
 
     @property
     def selected(self) -> bool:
@@ -103,6 +109,10 @@ class PlannedCase:
             out["timeout_ms"] = self.timeout_ms
         if self.checks:
             out["checks"] = list(self.checks)
+        if self.companions:
+            out["concurrent"] = [
+                {"name": c.name, "operation": c.operation, "request": copy.deepcopy(c.request),
+                 "expect": copy.deepcopy(c.expect)} for c in self.companions]
         return out
 
 

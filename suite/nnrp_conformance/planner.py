@@ -57,6 +57,7 @@ operation is claimed, to :data:`UNCLAIMED_OPERATION_FALLBACK`, a name outside th
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -225,7 +226,7 @@ def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
     elif missing:
         selection, reason = SEL_NOT_CLAIMED, f"not claimed: {', '.join(missing)}"
 
-    return PlannedCase(
+    return dataclasses.replace(PlannedCase(
         id=recipe.id,
         recipe=recipe,
         status=status,
@@ -244,7 +245,25 @@ def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
         missing_capabilities=missing if selection == SEL_SELECTED else (),
         extensions=case_exts,
         notes=tuple(notes),
-    )
+    ), companions=_companions(recipe, manifest, model_id=model_id, params=params,
+                              extensions=extensions, run_level=run_level,
+                              probe_operation=probe_operation))
+
+
+def _companions(recipe: Recipe, manifest: Manifest, **planning: Any) -> tuple[PlannedCase, ...]:
+    """A concurrency recipe's other operations, each planned as the recipe with its own
+    ``request``/``expect`` (so parameters, selection and the envelope follow the same rules;
+    its request_id, the case id, is ``<recipe id>/<name>``)."""
+    out: list[PlannedCase] = []
+    for entry in recipe.concurrent:
+        data = {k: v for k, v in recipe.data.items() if k != "concurrent"}
+        data.update(id=f"{recipe.id}/{entry['name']}", request=entry["request"],
+                    expect=entry["expect"], operation=entry.get("operation", data["operation"]))
+        member = dataclasses.replace(recipe, id=data["id"], data=data,
+                                     operation=data["operation"])
+        out.append(dataclasses.replace(_plan_case(member, manifest, **planning),
+                                       name=entry["name"]))
+    return tuple(out)
 
 
 def build_plan(recipes: Sequence[Recipe], manifest: Manifest, *, model_id: str | None = None,

@@ -24,6 +24,7 @@ from nnrp_conformance import contract, rules, validation
 from nnrp_conformance.documents import DocumentSyntaxError, parse_document
 
 __all__ = [
+    "LEAD_OPERATION",
     "RECIPE_SUFFIXES",
     "Recipe",
     "RecipeError",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
+#: the name of a concurrency recipe's own ``request`` among its operations (``concurrent``)
+LEAD_OPERATION = "lead"
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,11 @@ class Recipe:
     @property
     def timeout_ms(self) -> int | None:
         return self.data.get("timeout_ms")
+
+    @property
+    def concurrent(self) -> list[dict[str, Any]]:
+        """The operations submitted together with ``request`` (a concurrency recipe), or []."""
+        return list(self.data.get("concurrent") or ())
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,18 @@ def _semantic_problems(path: Path, data: dict[str, Any]) -> list[RecipeProblem]:
         problems.append(RecipeProblem(
             path, "/request/raw", "request.raw replaces the envelope; do not combine it with "
             "request.envelope"))
+    names: set[str] = set()
+    for i, entry in enumerate(data.get("concurrent") or ()):
+        where = f"/concurrent/{i}"
+        if entry["name"] in names or entry["name"] == LEAD_OPERATION:
+            problems.append(RecipeProblem(
+                path, f"{where}/name", f"operation name {entry['name']!r} is used twice "
+                f"({LEAD_OPERATION!r} names the recipe's own request)"))
+        names.add(entry["name"])
+        # each operation is an ordinary request with its expectations: the same rules
+        problems.extend(RecipeProblem(path, where + p.pointer, p.message) for p in
+                        _semantic_problems(path, {"request": entry["request"],
+                                                  "expect": entry["expect"]}))
     return problems
 
 

@@ -5,7 +5,8 @@
 the command that re-runs just it (``reproduce.py``). :func:`finish_run` ends a run: the
 baseline's expired and stale waivers, and the baseline rewritten when asked.
 :func:`fill_not_run` gives every case that never ran a record, and :func:`run_plan` is the
-CLI's run loop (the pytest face runs the cases as test items and calls the same functions).
+CLI's run loop (the pytest face runs the cases as test items and calls the same functions;
+``--concurrency N`` batches are the CLI's).
 """
 
 from __future__ import annotations
@@ -93,15 +94,36 @@ def fill_not_run(plan: Any, bus: EventBus) -> None:
                 rec, reason=NOT_RUN_REASON, message=NOT_RUN_REASON, upstream=upstream)
 
 
+def _batches(cases: Sequence[Any], n: int) -> list[list[Any]]:
+    """The plan's cases in the order they run: with ``--concurrency N``, the selected ordinary
+    cases N at a time; a case that is not run, or a concurrency recipe (already a group of
+    its own), alone."""
+    out: list[list[Any]] = []
+    batch: list[Any] = []
+    for case in cases:
+        if n > 1 and case.selected and not case.companions:
+            batch.append(case)
+            if len(batch) == n:
+                out.append(batch)
+                batch = []
+        else:
+            out.append([case])
+    return [*out, batch] if batch else out
+
+
 def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
     """Run every case of the plan in order, emitting the events; return the RunFinished."""
     begin = time.monotonic()
     bus.emit(core.run_started())
     interrupted = False
     try:
-        for case in core.plan.cases:
-            bus.emit(CaseStarted(case.id))
-            bus.emit(CaseFinished(case_record(core, case, core.run_case(case))))
+        for batch in _batches(core.plan.cases, core.options.concurrency):
+            for case in batch:
+                bus.emit(CaseStarted(case.id))
+            results = core.run_batch(batch) if len(batch) > 1 \
+                else [core.run_case(case) for case in batch]
+            for case, result in zip(batch, results, strict=True):
+                bus.emit(CaseFinished(case_record(core, case, result)))
     except KeyboardInterrupt:
         interrupted = True
     fill_not_run(core.plan, bus)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from nnrp_conformance import contract, runner
+from nnrp_conformance import concurrency, contract, runner
 from nnrp_conformance.artifacts import Artifacts, write_json
 from nnrp_conformance.baseline import Baseline, BaselineError, load_baseline
 from nnrp_conformance.events import RunStarted
@@ -41,6 +40,7 @@ from nnrp_conformance.options import (
     RunOptions,
     SetupError,
     TargetError,
+    load_json_object,
     parse_params,
 )
 from nnrp_conformance.planner import PlanError, build_plan
@@ -58,6 +58,7 @@ __all__ = [
     "SetupError",
     "TargetError",
     "default_model",
+    "load_json_object",
     "parse_params",
 ]
 
@@ -312,37 +313,52 @@ class ConformanceCore:
         if len(self._silent) >= self.options.unresponsive_after:
             return runner.unresponsive_result(case, self.unresponsive_reason())
         before = self.client.frames_received
-        result = self.portal.call(
-            functools.partial(
-                runner.run_case,
-                self.client,
-                case,
-                timeout=self.options.timeout if timeout is None else timeout,
-                manifest=self.manifest,
-                capability_document=self.capabilities,
-                idle_timeout=self.options.idle_timeout,
-                strict=self.options.strict,
-                capability_file=(str(self.options.capabilities_file)
-                                 if self.options.capabilities_file is not None else None),
-                trace=self.options.trace_dir is not None,
-            )
-        )
+        run = self._run_options(timeout)
+        if case.companions:  # a concurrency recipe: its operations in flight together
+            cases = [case, *case.companions]
+            results, overlap = self.portal.call(
+                functools.partial(concurrency.run_group, self.client, cases, **run))
+            result = concurrency.group_result(case, results, overlap,
+                                              strict=self.options.strict)
+        else:
+            result = self.portal.call(
+                functools.partial(runner.run_case, self.client, case, **run))
         self._note_frames(before, case.id)
         self._note_refusals(result)
         return result
 
     def _note_refusals(self, result: Any) -> None:
-        """Frames nnrp-py refused since the last case that no case owns (several operations
-        settling, a frame after every window, the discovery operation's): evidence on this
-        case's result, judging nothing (docs/verdicts.md#refused-after-terminal)."""
-        log = getattr(self._client, "refused_frames", None) or ()
-        new = [r for r in log if r.received_at_ns > self._refusals_shown_ns]
-        if new:
-            self._refusals_shown_ns = new[-1].received_at_ns
+        """Refusals no case owns since the last case: this case's evidence, judging nothing
+        (``client.refused.unowned_since``, docs/verdicts.md#refused-after-terminal)."""
+        from nnrp_conformance.client.refused import unowned_since  # lazy: see connect()
+
         owned = {f.get("operation_id") for f in result.diagnostics.get("wire_findings") or ()}
-        others = [r.to_dict() for r in new if r.operation_id is None or r.operation_id not in owned]
+        others, self._refusals_shown_ns = unowned_since(
+            getattr(self._client, "refused_frames", None) or (), self._refusals_shown_ns, owned)
         if others:
             result.diagnostics["refused_frames_not_this_case"] = others
+
+    def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
+        """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
+        together, each judged as usual plus the cross-operation rules (concurrency.py)."""
+        if len(self._silent) >= self.options.unresponsive_after:
+            return [runner.unresponsive_result(c, self.unresponsive_reason()) for c in cases]
+        before = self.client.frames_received
+        results = self.portal.call(functools.partial(
+            concurrency.run_batch, self.client, cases, **self._run_options(timeout)))
+        self._note_frames(before, ", ".join(c.id for c in cases))
+        if results:  # several operations settled together: a refusal is the batch's evidence
+            self._note_refusals(results[-1])
+        return list(results)
+
+    def _run_options(self, timeout: float | None) -> dict[str, Any]:
+        """The keyword arguments of runner.run_case for this run."""
+        o = self.options
+        capability_file = str(o.capabilities_file) if o.capabilities_file is not None else None
+        return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
+                "capability_document": self.capabilities, "idle_timeout": o.idle_timeout,
+                "strict": o.strict, "capability_file": capability_file,
+                "trace": o.trace_dir is not None}
 
     def _note_frames(self, before: int, during: str) -> None:
         """Count ``during`` as a silent operation, or remember the endpoint's last frame."""
@@ -374,15 +390,3 @@ class ConformanceCore:
             self._portal = None
             self._stack.close()
 
-
-def load_json_object(path: Path) -> dict[str, Any]:
-    """Read a JSON object file for the faces; errors name the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SetupError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SetupError(f"{path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise SetupError(f"{path}: expected a JSON object")
-    return data

@@ -87,6 +87,15 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "profile-field-misplaced": ("extra field colliding", ("chat-streaming-text",), ("event.schema",)),
     "critical-extension-unselected": ("extra field colliding", ("chat-streaming-text",),
                                       ("event.schema",)),
+    # operations in flight together on one session (issue 30): the concurrency recipes;
+    # the neighbours' own terminal.kind fails too, so the kill is the rule naming the cause
+    "cross-talk": ("multiplexing", ("concurrent-chat-mixed",), ("concurrency.cross-talk",)),
+    "swapped-terminals": ("multiplexing", ("concurrent-chat-mixed",),
+                          ("concurrency.terminal-swap",)),
+    "cancel-ends-others": ("multiplexing", ("concurrent-chat-cancel-one",),
+                           ("concurrency.neighbour-ended",)),
+    "error-ends-neighbours": ("multiplexing", ("concurrent-chat-mixed",),
+                              ("concurrency.neighbour-ended",)),
     # Level 2: responses.create
     "item-done-early": ("output-item lifecycle", ("responses-streaming-text",),
                         ("output-item.lifecycle",)),
@@ -120,7 +129,9 @@ MANIFEST_FOR = {"critical-extension-unselected": EXAMPLE / "manifest-critical-ex
 #: told apart by its rule alone (a collision is event.schema, nothing else is)
 EXACT = {"profile-field-misplaced", "critical-extension-unselected", "extension-misuse",
          # issue 30: each new rule alone names its defect
-         "two-terminals", "tool-calls-shared-index", "body-tool-calls-disagree"}
+         "two-terminals", "tool-calls-shared-index", "body-tool-calls-disagree",
+         # an operation's own checks see nothing wrong here (text.agreement is non-strict)
+         "cross-talk", "swapped-terminals"}
 
 #: registry defects with no entry above (the reasons are in the comment on DEFECTS)
 UNKILLABLE: set[str] = set()

@@ -98,6 +98,7 @@ def test_status_and_capabilities_of_bundled_recipes() -> None:
         "openai-compatible.chat.tool-call-delta", "openai-compatible.chat.cancellation",
         "level1.chat.tool-call-forced", "level1.chat.cancel.client",
         "level1.chat.cancel.in-band-hint", "level1.chat.timeout",
+        "level1.concurrent.chat-cancel-one",
         "level2.responses.cancel.client", "level2.responses.cancel.in-band-hint",
         "level2.responses.timeout",
     }

@@ -101,6 +101,23 @@ DEFECTS: Final = MappingProxyType(
             "text deltas carry acme_priority, the field of the critical extension acme.priority "
             "that manifest-critical-extension.json declares, though no request selected it"
         ),
+        # operations in flight together on one session (neighbours.py)
+        "cross-talk": (
+            "with several streams open, one text delta of another stream is sent on an "
+            "operation's frame (the other stream never sends it)"
+        ),
+        "swapped-terminals": (
+            "with several streams open, the first to end gets another stream's final body "
+            "and that stream gets its"
+        ),
+        "cancel-ends-others": (
+            "a client cancel of one operation ends every open operation of the session "
+            "cancelled"
+        ),
+        "error-ends-neighbours": (
+            "an operation ending in a profile error ends every other open operation of the "
+            "session with that error"
+        ),
         # Level 2 (--levels 2 or 3): responses.create
         "item-done-early": (
             "responses: the first output item's response.output_item.done comes right after "

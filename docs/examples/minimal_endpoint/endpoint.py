@@ -6,7 +6,7 @@ The profile side (envelope, events, the deterministic "model") is ``chat_profile
 (``responses.create``) is ``responses_profile``, Level 3 (``models.list``,
 ``embeddings.create``) ``discovery_profile``, served with ``--levels 2`` or ``--levels 3``
 (default 1: chat only, the claim of ``manifest.json``); the fault-injection switch
-(``--defect NAME``) is ``defects``.
+(``--defect NAME``) is ``defects``, its multiplexing defects ``neighbours``.
 
     python endpoint.py --listen 127.0.0.1:0 [--model NAME] [--levels N] [--defect NAME]
     python endpoint.py --listen ipc:///tmp/endpoint.sock     # or ws://127.0.0.1:0
@@ -35,6 +35,7 @@ from typing import Any
 
 import anyio
 import chat_profile
+import neighbours
 from accepting import Acceptor
 from chat_profile import (
     OP_CAPABILITIES,
@@ -253,6 +254,7 @@ class Session:
             return
         if self.config.defect == "two-terminals":
             await self.second_terminal(state)
+        await neighbours.end_neighbours(self, state, event=event, status=status)
 
     async def push_empty(self, state: OpState) -> None:
         """The empty success terminal: a RESULT_PUSH with zero payload frames (spec §3).
@@ -390,12 +392,14 @@ class Session:
                 elif plan.terminal is None:
                     state.exhausted = True
                 else:
+                    neighbours.swap_terminal(self, state)
                     await self.push(state, plan.terminal, plan.status)
                 return
             state.next_due = max(state.next_due + delay, now) if delay else now
             if item is not None:
                 try:
-                    await self.send_partial(state, item)
+                    for body in neighbours.cross_talk(self, state, item):
+                        await self.send_partial(state, body)
                 except NativeRuntimeError:
                     # The runtime has processed the client's cancel before this loop polled it.
                     await self.drop_cancelled(state, "client")
@@ -420,6 +424,7 @@ class Session:
         if state is None or state.finished or self.config.defect == "silence":
             return
         await self.drop_cancelled(state, "client")
+        await neighbours.end_neighbours(self, state)
 
     async def handle(self, event: Any) -> bool:
         """Handle one polled event; True when the session is over."""

@@ -54,6 +54,16 @@ class RefusedFrame:
                 "candidates": list(self.candidates)}
 
 
+def unowned_since(log: Any, shown_ns: int, owned: set[Any]) -> tuple[list[dict[str, Any]], int]:
+    """The records of ``log`` newer than ``shown_ns`` whose operation is not in ``owned``
+    (frames several operations settling, a late window or the discovery operation left
+    unattributed), and the newest time now shown."""
+    new = [r for r in log if r.received_at_ns > shown_ns]
+    if new:
+        shown_ns = new[-1].received_at_ns
+    return [r.to_dict() for r in new if r.operation_id is None or r.operation_id not in owned], shown_ns
+
+
 class _RefusalLedger:
     """The refusal half of the client's pump (a mixin over the client's state)."""
 

@@ -31,6 +31,20 @@ def _positive(text: str) -> float:
     return value
 
 
+#: the most operations ``--concurrency`` keeps in flight at once (a bound, not a tuning)
+MAX_CONCURRENCY = 64
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_CONCURRENCY}, got {text!r}")
+    return value
+
+
 def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
                      several_targets: bool = False) -> None:
     if several_targets:
@@ -81,6 +95,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         type=_positive, default=DEFAULT_IDLE_TIMEOUT, metavar="SECONDS",
                         help="end a case when the endpoint sends no frame for this long "
                              f"(default {DEFAULT_IDLE_TIMEOUT:g})")
+    parser.add_argument("--concurrency", "--nnrp-concurrency", dest="concurrency",
+                        type=_count, default=1, metavar="N",
+                        help="run the selected recipes N at a time on the same session, each "
+                             "judged as usual plus the rules of operations in flight together "
+                             "(default 1: one after another)")
     parser.add_argument("--strict", "--nnrp-strict", dest="strict", action="store_true",
                         help="fail on non-strict findings too (recommendations not followed)")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
@@ -122,6 +141,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         level=args.level,
         timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
         idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
+        concurrency=getattr(args, "concurrency", 1),
         connect_timeout=args.connect_timeout,
         strict=getattr(args, "strict", False),
         capabilities_file=args.capabilities,

@@ -1,0 +1,173 @@
+"""Several operations in flight at once on one session: a concurrency recipe's group, or a
+batch of ordinary cases (``--concurrency N``), and their judged results.
+
+Owns: submitting every operation before any is read to its end (a barrier on the client's
+``submit``; each operation then runs through :func:`runner.run_case` unchanged, so each is
+judged by its own expectations as usual), recording the overlap the endpoint allowed (an
+operation it ended before the last submit went out was served one after another: allowed, and
+reported), judging the operations side by side (``checks/concurrency.py``), and folding a
+group into the one :class:`CaseResult` of its recipe. The runner stays one case, one
+operation; this module never reads frames itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from nnrp_conformance import contract, runner
+from nnrp_conformance.checks import Verdict
+from nnrp_conformance.checks.concurrency import Member, judge_group
+from nnrp_conformance.findings import Finding
+from nnrp_conformance.recipes import LEAD_OPERATION
+from nnrp_conformance.rules import LEVEL_FAILED, case_level
+
+if TYPE_CHECKING:
+    from nnrp_conformance.planner import PlannedCase
+
+__all__ = ["group_result", "members_of", "run_batch", "run_group"]
+
+
+class _Barrier:
+    """Holds each submitted operation until all ``n`` are submitted (a submit that failed
+    counts too, so nobody waits for it); later submits (a cancel race's rerun) pass."""
+
+    def __init__(self, client: Any, n: int) -> None:
+        self.client, self.n = client, n
+        self.done = anyio.Event()
+        self.submitted = 0
+        self.ops: dict[str, list[Any]] = {}
+        self.last_submit_ns: int | None = None
+
+    async def submit(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            op = await self.client.submit(*args, **kwargs)
+            self.ops.setdefault(name, []).append(op)
+            self.last_submit_ns = getattr(op, "submitted_at_ns", None)
+            return op
+        finally:
+            self.submitted += 1
+            if self.submitted >= self.n:
+                self.done.set()
+            await self.done.wait()
+
+    def overlap(self, names: Sequence[str]) -> dict[str, Any]:
+        """What overlapped: the operations already ended (their terminal received) when the
+        last one was submitted were served one after another."""
+        last = self.last_submit_ns
+        early = [n for n in names for op in self.ops.get(n, [])[:1]
+                 if last is not None and _ended_at(op) is not None and _ended_at(op) < last]
+        return {"submitted": len(names), "in_flight_at_last_submit": len(names) - len(early),
+                "ended_before_last_submit": early}
+
+
+def _ended_at(op: Any) -> Any:
+    return getattr(getattr(op, "terminal", None), "received_at_ns", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Submitter:
+    """What the runner sees as its client: submits go through the barrier, by name."""
+
+    barrier: _Barrier
+    name: str
+
+    async def submit(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.barrier.submit(self.name, *args, **kwargs)
+
+
+async def run_group(client: Any, cases: Sequence[PlannedCase],
+                    **run_options: Any) -> tuple[list[runner.CaseResult], dict[str, Any]]:
+    """Run ``cases`` as operations in flight together (module doc): each result as
+    :func:`runner.run_case` judges it, in the order of ``cases``, and the overlap achieved."""
+    names = [_name(c) for c in cases]
+    barrier = _Barrier(client, len(cases))
+    results: list[runner.CaseResult | None] = [None] * len(cases)
+
+    async def one(i: int) -> None:
+        results[i] = await runner.run_case(_Submitter(barrier, names[i]), cases[i],
+                                            **run_options)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(cases)):
+            tg.start_soon(one, i)
+    done = [r for r in results if r is not None]
+    return done, barrier.overlap(names)
+
+
+def _name(case: PlannedCase) -> str:
+    return case.name or (LEAD_OPERATION if case.companions else case.id)
+
+
+def members_of(cases: Sequence[PlannedCase], results: Sequence[runner.CaseResult]
+               ) -> list[Member]:
+    """Each judged operation as the cross-operation checks read it."""
+    members = []
+    for case, result in zip(cases, results, strict=True):
+        # the runner appends the terminal event (when there was one) after the partials
+        events = list(result.events)
+        ended = bool(events) and events[-1].get("type") in contract.TERMINAL_EVENT_TYPES \
+            and result.terminal is not None
+        terminal = events.pop() if ended else None
+        members.append(Member(
+            _name(case), case.expected_terminal, result.terminal, events, terminal,
+            result.diagnostics.get("cancelled_after_event") is not None,
+            list(result.verdict.findings)))
+    return members
+
+
+def _level(findings: Sequence[Finding]) -> tuple[str, str]:
+    """(outcome, verdict level) of a result with ``findings``."""
+    level = case_level(f.level for f in findings)
+    return (contract.OUTCOME_FAILED if level == LEVEL_FAILED else contract.OUTCOME_PASSED), level
+
+
+def _rejudged(result: runner.CaseResult, findings: list[Finding], extra: dict[str, Any]
+              ) -> runner.CaseResult:
+    """``result`` with ``findings`` (its own and the group's) as its verdict."""
+    outcome, level = _level(findings)
+    if findings == result.verdict.findings:
+        message = result.verdict.message
+    elif findings:
+        message = (f"{result.id}: {level}: {len(findings)} finding(s): "
+                   + "; ".join(str(f) for f in findings[:3]))
+    else:
+        message = f"{result.id}: {len(result.events)} event(s), terminal {result.terminal}"
+    verdict = Verdict(outcome, result.terminal, findings, message, level)
+    return dataclasses.replace(result, outcome=outcome, verdict=verdict,
+                               diagnostics={**result.diagnostics, **extra})
+
+
+async def run_batch(client: Any, cases: Sequence[PlannedCase], *, strict: bool = False,
+                    **run_options: Any) -> list[runner.CaseResult]:
+    """``--concurrency N``: ordinary cases in flight together, each judged as usual plus the
+    cross-operation rules; each result's diagnostics say what it overlapped with."""
+    results, overlap = await run_group(client, cases, strict=strict, **run_options)
+    members = members_of(cases, results)
+    judge_group(members, strict=strict)
+    return [_rejudged(r, m.findings, {"concurrency": {**overlap, "batch": [c.id for c in cases]}})
+            for r, m in zip(results, members, strict=True)]
+
+
+def group_result(case: PlannedCase, results: Sequence[runner.CaseResult],
+                 overlap: dict[str, Any], *, strict: bool = False) -> runner.CaseResult:
+    """A concurrency recipe's one result: its operations judged side by side; the case fails
+    when any operation does. The lead operation's events are the case's events; every
+    operation's outcome, terminal and findings are in ``diagnostics.concurrency``."""
+    cases = [case, *case.companions]
+    members = members_of(cases, results)
+    judge_group(members, strict=strict)
+    findings = [dataclasses.replace(f, message=f"[{m.name}] {f.message}")
+                for m in members for f in m.findings]
+    lead = results[0]
+    operations = [{"name": m.name, "request_id": r.diagnostics.get("request_id"),
+                   "outcome": _level(m.findings)[0], "expected_terminal":
+                   m.expected_terminal, "terminal": r.terminal, "events": len(r.events),
+                   "findings": [f.to_dict() for f in m.findings],
+                   "timings_ms": r.diagnostics.get("timings_ms")}
+                  for m, r in zip(members, results, strict=True)]
+    out = _rejudged(lead, findings, {"concurrency": {**overlap, "operations": operations}})
+    return dataclasses.replace(out, duration_s=max(r.duration_s for r in results))

@@ -1,0 +1,105 @@
+"""Many operations on one session (issue 30), over the real wire against the example endpoint:
+the concurrency recipes pass a correct endpoint (every operation really in flight together),
+each multiplexing defect fails by the rule naming it, and ``--concurrency N`` shows such a
+defect in ordinary recipes that pass one at a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import validation
+
+pytestmark = pytest.mark.wire
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "level1"
+MIXED = RECIPES / "concurrent-chat-mixed.yaml"
+CANCEL_ONE = RECIPES / "concurrent-chat-cancel-one.yaml"
+
+
+def run(tmp: Path, ep: Any, *recipes: Path, extra: tuple[str, ...] = ()) -> tuple[int, dict[str, Any]]:
+    """One CLI run over ``recipes``; its exit code and case results."""
+    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", ep.address,
+           "--manifest", str(ep.manifest), "--results", "r.json", "--timeout", "5", *extra]
+    for recipe in recipes:
+        cmd += ["--recipes", str(recipe)]
+    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads((tmp / "r.json").read_text())
+    assert validation.validate("case-results", doc) == []
+    return proc.returncode, doc
+
+
+def failed_rules(result: dict[str, Any]) -> set[str]:
+    return {f["rule"] for f in result["diagnostics"]["findings"] if f["level"] == "failed"}
+
+
+def test_a_correct_endpoint_passes_with_every_operation_in_flight(
+        tmp_path: Path, endpoint: Any) -> None:
+    code, doc = run(tmp_path, endpoint, MIXED, CANCEL_ONE)
+    assert code == 0, doc
+    by_id = {r["id"]: r for r in doc["results"]}
+    mixed = by_id["level1.concurrent.chat-mixed"]["diagnostics"]["concurrency"]
+    assert [o["name"] for o in mixed["operations"]] == [
+        "lead", "bravo", "charlie", "backend-error", "invalid-body"]
+    assert [o["terminal"] for o in mixed["operations"]] == [
+        "success", "success", "success", "error", "error"]
+    # each operation has its own request id on the wire: the recipe id and its name
+    assert mixed["operations"][1]["request_id"] == "level1.concurrent.chat-mixed/bravo"
+    # the example streams its answers over several ms: nothing ended before the last submit
+    assert mixed["submitted"] == mixed["in_flight_at_last_submit"] == 5
+    cancel = by_id["level1.concurrent.chat-cancel-one"]["diagnostics"]["concurrency"]
+    assert [o["terminal"] for o in cancel["operations"]] == ["cancelled", "success", "success"]
+    assert all(o["outcome"] == "passed" for o in cancel["operations"])
+
+
+@pytest.mark.parametrize(("defect", "recipe", "rule"), [
+    ("cross-talk", MIXED, "concurrency.cross-talk"),
+    ("swapped-terminals", MIXED, "concurrency.terminal-swap"),
+    ("error-ends-neighbours", MIXED, "concurrency.neighbour-ended"),
+    ("cancel-ends-others", CANCEL_ONE, "concurrency.neighbour-ended"),
+])
+def test_each_multiplexing_defect_fails_by_its_rule(
+        tmp_path: Path, start_endpoint: Any, defect: str, recipe: Path, rule: str) -> None:
+    with start_endpoint(tmp_path, defect) as ep:
+        code, doc = run(tmp_path, ep, recipe)
+    assert code == 1
+    (result,) = doc["results"]
+    assert rule in failed_rules(result), result["diagnostics"]["findings"]
+    # the finding names the operation it was seen on
+    assert any(f["message"].startswith("[") for f in result["diagnostics"]["findings"]
+               if f["rule"] == rule)
+
+
+def test_concurrency_n_shows_a_defect_that_ordinary_recipes_pass_one_at_a_time(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    ordinary = [RECIPES / f"{stem}.yaml" for stem in
+                ("chat-cancel-client", "chat-streaming-text", "chat-non-streaming-body")]
+    with start_endpoint(tmp_path, "cancel-ends-others") as ep:
+        code_one, one = run(tmp_path, ep, *ordinary)
+        code_three, three = run(tmp_path, ep, *ordinary, extra=("--concurrency", "3"))
+    assert code_one == 0, one
+    assert "concurrency" not in one["results"][0]["diagnostics"]
+    assert code_three == 1
+    by_id = {r["id"]: r for r in three["results"]}
+    assert by_id["level1.chat.cancel.client"]["outcome"] == "passed"
+    for case in ("level1.chat.streaming-text", "level1.chat.non-streaming-body"):
+        assert "concurrency.neighbour-ended" in failed_rules(by_id[case])
+        assert by_id[case]["diagnostics"]["concurrency"]["batch"] == [
+            "level1.chat.cancel.client", "level1.chat.streaming-text",
+            "level1.chat.non-streaming-body"]
+
+
+def test_concurrency_option_is_checked(tmp_path: Path, endpoint: Any) -> None:
+    proc = subprocess.run([sys.executable, "-m", "nnrp_conformance.cli", "run", "--target",
+                           endpoint.address, "--concurrency", "0"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--concurrency: must be between 1 and 64, got '0'" in proc.stderr.replace(
+        "--concurrency/--nnrp-concurrency", "--concurrency")

@@ -1,0 +1,181 @@
+"""The judgement of operations in flight together (``checks/concurrency.py``) and the recipe
+format that declares them (``concurrent``): each rule fires on the evidence it names and on
+nothing an endpoint right one operation at a time may send."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import rules, validation
+from nnrp_conformance.checks.concurrency import Member, judge_group, refused
+from nnrp_conformance.findings import Finding
+from nnrp_conformance.manifest import load_manifest
+from nnrp_conformance.planner import build_plan
+from nnrp_conformance.recipes import RecipeError, load_recipe_file
+
+REPO = Path(__file__).resolve().parents[2]
+MIXED = REPO / "recipes" / "level1" / "concurrent-chat-mixed.yaml"
+
+
+def delta(text: str) -> dict[str, Any]:
+    return {"type": "response.output_text.delta", "index": 0, "delta": text}
+
+
+def completed(text: str, *, ident: str = "c1", model: str = "m") -> dict[str, Any]:
+    return {"type": "response.completed", "body": {
+        "id": ident, "object": "chat.completion", "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop"}]}}
+
+
+def stream(name: str, *parts: str, final: str | None = None, **kw: Any) -> Member:
+    text = "".join(parts) if final is None else final
+    return Member(name, "success", "success", [delta(p) for p in parts], completed(text, **kw))
+
+
+def error(name: str, code: str = "backend_error", typ: str = "server_error",
+          expected: str = "error", findings: list[Finding] | None = None) -> Member:
+    event = {"type": "response.error", "error": {"type": typ, "code": code, "message": "x"}}
+    return Member(name, expected, "error", [], event, findings=findings or [])
+
+
+def rules_of(member: Member) -> list[str]:
+    return [f.rule for f in member.findings]
+
+
+def test_operations_kept_apart_meet_no_rule_even_with_the_same_text() -> None:
+    # two prompts may well get the same answer from a model: that is nobody's cross-talk
+    members = [stream("a", "Hi", " there"), stream("b", "Hi", " there", ident="c2"),
+               error("e")]
+    judge_group(members)
+    assert [rules_of(m) for m in members] == [[], [], []]
+
+
+def test_a_delta_of_another_operation_is_cross_talk() -> None:
+    a = stream("a", "alpha", " bravo", " alpha", final="alpha alpha")
+    b = stream("b", "bravo", " bravo", ident="c2")
+    judge_group([a, b])
+    assert rules_of(a) == ["concurrency.cross-talk"] and rules_of(b) == []
+    assert a.findings[0].event_index == 1
+    assert a.findings[0].level == rules.LEVEL_FAILED
+
+
+def test_a_delta_its_own_body_lacks_but_no_neighbour_has_is_not_cross_talk() -> None:
+    # the stream disagrees with its own body (text.agreement's business), but nothing says
+    # the text is another operation's
+    a = stream("a", "alpha", " zulu", final="alpha")
+    b = stream("b", "bravo", ident="c2")
+    judge_group([a, b])
+    assert rules_of(a) == [] and rules_of(b) == []
+
+
+def test_a_chunk_naming_another_completion_is_cross_talk() -> None:
+    a = stream("a", "one", ident="c1")
+    a.events[0]["openai_chunk"] = {"id": "c2", "model": "m"}
+    b = stream("b", "two", ident="c2")
+    judge_group([a, b])
+    assert rules_of(a) == ["concurrency.cross-talk"] and rules_of(b) == []
+
+
+def test_final_bodies_crossed_are_a_terminal_swap_not_cross_talk() -> None:
+    a = stream("a", "alpha", " alpha", final="bravo bravo")
+    b = stream("b", "bravo", " bravo", final="alpha alpha", ident="c2")
+    judge_group([a, b])
+    assert rules_of(a) == rules_of(b) == ["concurrency.terminal-swap"]
+
+
+def wrong_kind() -> list[Finding]:
+    """What the operation's own checks say of a terminal its recipe does not expect."""
+    return [Finding("terminal.kind", "not the expected terminal", level=rules.LEVEL_FAILED)]
+
+
+def test_each_getting_the_terminal_kind_the_other_expects_is_a_terminal_swap() -> None:
+    a = Member("a", "success", "error", [], None, findings=wrong_kind())
+    b = Member("b", "error", "success", [], None, findings=wrong_kind())
+    judge_group([a, b])
+    assert rules_of(a) == rules_of(b) == ["terminal.kind", "concurrency.terminal-swap"]
+
+
+def test_a_terminal_a_reading_allows_is_nobody_elses() -> None:
+    # an ignored deadline ends in success, judged non-strict under the recipe's beyond_profile
+    # (no terminal.kind): another operation failing its own terminal makes no swap of it, and
+    # a deadline that ends cancelled beside a client cancel ended no neighbour
+    timeout = Member("t", "error", "success", [], None)
+    other = Member("o", "success", "error", [], None, findings=wrong_kind())
+    judge_group([timeout, other])
+    assert rules_of(timeout) == []
+    cancelled_by_deadline = Member("d", "error", "cancelled", [], None)
+    cancel = Member("c", "cancelled", "cancelled", [], None, cancelled_by_client=True)
+    judge_group([cancelled_by_deadline, cancel])
+    assert rules_of(cancelled_by_deadline) == []
+
+
+@pytest.mark.parametrize("cause", ["cancelled", "error"])
+def test_an_operation_ended_beside_a_cancel_or_an_error_is_a_neighbour_ended(
+        cause: str) -> None:
+    ender = Member("x", "cancelled", "cancelled", [delta("a")], None, cancelled_by_client=True) \
+        if cause == "cancelled" else error("x")
+    victim = Member("v", "success", cause, [delta("b")], None, findings=wrong_kind())
+    judge_group([ender, victim])
+    assert rules_of(victim) == ["terminal.kind", "concurrency.neighbour-ended"]
+    assert rules_of(ender) == []
+
+
+def test_an_operation_ending_as_it_expects_beside_an_error_is_fine() -> None:
+    members = [error("x"), error("y", "missing_messages", "invalid_request_error")]
+    judge_group(members)
+    assert [rules_of(m) for m in members] == [[], []]
+
+
+def test_an_overload_refusal_is_allowed_and_ends_no_neighbour() -> None:
+    expectation = Finding("terminal.kind", "expected success", level=rules.LEVEL_FAILED)
+    body = Finding("error.body", "bad", level=rules.LEVEL_FAILED)
+    refused_one = error("r", "overloaded", "rate_limit_error", expected="success",
+                        findings=[expectation, body])
+    other = Member("o", "success", "error", [], None, findings=wrong_kind())  # not by "r"
+    assert refused(refused_one)
+    judge_group([refused_one, other])
+    assert rules_of(refused_one) == ["error.body", "concurrency.refused"]
+    assert refused_one.findings[-1].level == rules.LEVEL_INFORMATIONAL
+    assert rules_of(other) == ["terminal.kind"]
+    # the upstream adapter's name for the code reads the same; another error does not
+    assert refused(error("u", "backend_overload", "server_error"))
+    assert not refused(error("b"))
+
+
+def test_the_recipe_format_plans_each_operation_as_a_case() -> None:
+    recipe = load_recipe_file(MIXED)
+    manifest = load_manifest(REPO / "docs" / "examples" / "minimal_endpoint" / "manifest.json")
+    plan = build_plan([recipe], manifest, model_id="served")
+    (case,) = plan.cases
+    names = [c.name for c in case.companions]
+    assert names == ["bravo", "charlie", "backend-error", "invalid-body"]
+    assert case.companions[0].envelope["request_id"] == \
+        "level1.concurrent.chat-mixed/bravo"
+    # parameters resolve per operation: the run-wide model, but not the backend-error's own
+    assert [c.envelope["body"]["model"] for c in case.companions] == [
+        "served", "served", "backend-error", "served"]
+    assert all(c.selected for c in (case, *case.companions))
+    document = plan.to_json()
+    assert validation.validate("execution-plan", document) == []
+    assert [o["name"] for o in document["cases"][0]["concurrent"]] == names
+
+
+def test_a_recipe_naming_two_operations_alike_is_refused(tmp_path: Path) -> None:
+    text = MIXED.read_text().replace("- name: charlie", "- name: bravo")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(RecipeError) as err:
+        load_recipe_file(bad)
+    assert "/concurrent/1/name" in str(err.value) and "used twice" in str(err.value)
+    lead = tmp_path / "lead.yaml"
+    lead.write_text(MIXED.read_text().replace("- name: charlie", "- name: lead"))
+    with pytest.raises(RecipeError, match="used twice"):
+        load_recipe_file(lead)
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(MIXED.read_text().replace("- name: charlie", "- nme: charlie"))
+    with pytest.raises(RecipeError, match="/concurrent/1"):
+        load_recipe_file(unknown)
