@@ -330,7 +330,8 @@ class ConformanceCore:
     def _note_refusals(self, result: Any) -> None:
         """Refusals no case owns since the last case: this case's evidence, judging nothing
         (``client.refused.unowned_since``, docs/verdicts.md#refused-after-terminal)."""
-        from nnrp_conformance.client.refused import unowned_since  # lazy: see connect()
+        # lazy on purpose: the client package loads nnrp-py's native library (see connect())
+        from nnrp_conformance.client.refused import unowned_since
 
         owned = {f.get("operation_id") for f in result.diagnostics.get("wire_findings") or ()}
         others, self._refusals_shown_ns = unowned_since(
