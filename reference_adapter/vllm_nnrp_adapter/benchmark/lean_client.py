@@ -37,9 +37,14 @@ from nnrp_conformance.wire.pump import client_options, parse_address
 
 from .http_sse import RequestSample
 
-#: the pump's wait in one poll while operations are in flight: a poll returns as soon as a
-#: frame arrives, so this bounds only how long a queued submit waits behind an empty poll
-POLL_MS = 2
+#: the pump's wait in one poll while operations are in flight. A poll returns as soon as a
+#: frame arrives, so the wait bounds only how long a submit queued meanwhile waits behind an
+#: empty poll; but nnrp-py has no wakeable poll and an empty one costs 100-300 µs of CPU
+#: (docs/performance.md#idle-sessions). A session shared by concurrent streams takes new
+#: submits while it polls: short waits. A session per stream never has a submit queued while
+#: it polls (its one operation is in flight): long waits, few empty polls.
+SHARED_POLL_MS = 2
+OWN_POLL_MS = 50
 #: the pump's wait for work when nothing is in flight (no poll then)
 IDLE_WAIT_S = 0.5
 _DELTA = contract.EV_OUTPUT_TEXT_DELTA
@@ -57,8 +62,10 @@ class _Op:
 class LeanSession:
     """One session; :meth:`run` streams one chat and returns what its client saw."""
 
-    def __init__(self, cm: Any, session: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self._cm, self._session, self._loop = cm, session, loop
+    def __init__(
+        self, cm: Any, session: Any, loop: asyncio.AbstractEventLoop, poll_ms: int
+    ) -> None:
+        self._cm, self._session, self._loop, self._poll_ms = cm, session, loop, poll_ms
         self._submits: queue.SimpleQueue[_Op] = queue.SimpleQueue()
         self._work = threading.Event()
         self._closing = False
@@ -68,7 +75,8 @@ class LeanSession:
         self._thread.start()
 
     @classmethod
-    async def connect(cls, target: str) -> LeanSession:
+    async def connect(cls, target: str, *, shared: bool = True) -> LeanSession:
+        """A session to ``target``; ``shared``: concurrent streams will share it."""
         cm = connect_native_client_connection(client_options(parse_address(target)))
         conn = cm.__enter__()
         try:
@@ -79,7 +87,8 @@ class LeanSession:
             cm.__exit__(None, None, None)
             raise
         nodelay.apply_nodelay()  # nnrp-py sets no TCP_NODELAY (docs/sdk-defects.md #1)
-        return cls(cm, session, asyncio.get_running_loop())
+        poll_ms = SHARED_POLL_MS if shared else OWN_POLL_MS
+        return cls(cm, session, asyncio.get_running_loop(), poll_ms)
 
     async def run(self, env: dict[str, Any], timeout: float = 120.0) -> RequestSample:
         """Stream ``env``; a timeout or a lost session is one failed sample, never a raise."""
@@ -109,7 +118,7 @@ class LeanSession:
                     self._work.clear()
                     continue
                 try:
-                    events = self._session.poll_events_batch(max_events=1, timeout_ms=POLL_MS)
+                    events = self._session.poll_events_batch(max_events=1, timeout_ms=self._poll_ms)
                 except NativeWouldBlockError:
                     continue
                 except NativeInvalidStateError:

@@ -247,7 +247,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"vllm-nnrp bench parity: {exc}", file=sys.stderr)
         return 2
     path = write_results(doc, out / "bench" / f"{BENCH_PARITY}.json")
-    console = Console(width=132, highlight=False)
+    console = Console(width=160, highlight=False)
     print_results(doc, console)
     print_summary(doc, console)
     print(f"  wrote {path}")

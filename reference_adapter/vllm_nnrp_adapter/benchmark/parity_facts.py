@@ -35,6 +35,16 @@ NNRP_COLUMNS: dict[str, tuple[str, str]] = {
 PATHS = (HTTP, *NNRP_COLUMNS)
 
 
+#: the printed table's short name of each path
+LABELS = {
+    HTTP: "http",
+    NNRP: "lean/stream",
+    NNRP_ONE: "lean/1 sess",
+    NNRP_SUITE: "suite/stream",
+    NNRP_SUITE_ONE: "suite/1 sess",
+}
+
+
 MAX_TOKENS = 32
 
 

@@ -23,6 +23,7 @@ from .parity_facts import (
     CONCURRENCY,
     HTTP,
     HTTP_TPS,
+    LABELS,
     MAX_TOKENS,
     NNRP,
     NNRP_COLUMNS,
@@ -325,7 +326,7 @@ def print_summary(doc: Mapping[str, Any], console: Console) -> None:
                 r = f"{p}/{HTTP}.{k}"
                 table.add_row(
                     k if p == HTTP else "",
-                    p,
+                    LABELS[p],
                     f(by.get(f"{r}.aggregate_tokens_per_s"), 2) if p != HTTP else "1",
                     spread(f"{r}.aggregate_tokens_per_s_by_round"),
                     f(by.get(f"{r}.ttft_p50"), 2),
@@ -342,7 +343,7 @@ def print_summary(doc: Mapping[str, Any], console: Console) -> None:
     console.print(
         f"  load average: start {params.get('load_average_start', '?')}, "
         f"end {params.get('load_average_end', '?')}; targets judged on the {NNRP!r} column "
-        "(lean client, one session per stream)",
+        "(lean client, one session per stream); client: this process's CPU per 1k tokens",
         markup=False,
     )
     missed = [k for k, v in params.items() if k.startswith("target.") and not v]

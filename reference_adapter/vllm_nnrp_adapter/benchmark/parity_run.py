@@ -158,7 +158,8 @@ class LeanPath:
 
     async def open(self) -> None:
         for _ in range(self.sessions):
-            self.clients.append(await LeanSession.connect(self.address))
+            shared = self.sessions == 1
+            self.clients.append(await LeanSession.connect(self.address, shared=shared))
 
     async def close(self) -> None:
         for client in self.clients:
