@@ -29,7 +29,11 @@ from typing import Any
 import anyio
 from nnrp.client import NativeClientSessionOptions, connect_native_client_connection
 from nnrp.core import MessageType
-from nnrp.native import NativeInvalidStateError, NativeRuntimeEvent, NativeWouldBlockError
+from nnrp.native import (
+    NativeRuntimeError,
+    NativeRuntimeEvent,
+    NativeWouldBlockError,
+)
 
 from nnrp_conformance import contract
 from nnrp_conformance.wire import codec, nodelay
@@ -47,6 +51,9 @@ SHARED_POLL_MS = 2
 OWN_POLL_MS = 50
 #: the pump's wait for work when nothing is in flight (no poll then)
 IDLE_WAIT_S = 0.5
+#: consecutive failed polls that mean the server is gone: a dead peer answers every poll at
+#: once with 3/4/105, a stale frame of a finished operation once (notes §6.6, §7)
+GONE_AFTER = 32
 _DELTA = contract.EV_OUTPUT_TEXT_DELTA
 _USAGE = contract.EV_USAGE
 
@@ -110,8 +117,9 @@ class LeanSession:
     # --- the pump thread -----------------------------------------------------------------
 
     def _pump(self) -> None:
+        failed = 0
         try:
-            while not self._closing:
+            while not self._closing and failed < GONE_AFTER:
                 self._send_submits()
                 if not self._ops:
                     self._work.wait(IDLE_WAIT_S)
@@ -121,19 +129,21 @@ class LeanSession:
                     events = self._session.poll_events_batch(max_events=1, timeout_ms=self._poll_ms)
                 except NativeWouldBlockError:
                     continue
-                except NativeInvalidStateError:
-                    # a stale frame of a finished operation, or a dead server (notes §6.6, §7)
+                except NativeRuntimeError:
+                    failed += 1
                     continue
+                failed = 0
                 now = time.perf_counter_ns()
                 for ev in events:
                     if isinstance(ev, NativeRuntimeEvent):
                         self._route(ev, now)
         finally:
+            why = "server gone" if failed >= GONE_AFTER else "session closed"
             for op in list(self._ops.values()):
-                self._finish(op, "session closed with the operation in flight")
+                self._finish(op, f"{why} with the operation in flight")
             self._ops.clear()
             # a dead server cannot ack the close (notes §7)
-            with contextlib.suppress(NativeInvalidStateError, NativeWouldBlockError):
+            with contextlib.suppress(NativeRuntimeError):
                 self._session.close()
             self._cm.__exit__(None, None, None)
 
@@ -148,7 +158,7 @@ class LeanSession:
                 self._session.submit_operation(
                     codec.build_submit(self._next_id, self._next_id, op.env)
                 )
-            except (NativeInvalidStateError, NativeWouldBlockError) as exc:
+            except NativeRuntimeError as exc:
                 self._finish(op, f"submit failed: {exc}")
                 continue
             self._ops[self._next_id] = op
