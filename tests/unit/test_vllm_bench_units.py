@@ -580,3 +580,13 @@ def test_adapter_ab_pairs_rounds_and_alternates_who_goes_first(tmp_path) -> None
     (tmp_path / "suite").mkdir()
     assert ab.baseline_env(tmp_path)["PYTHONPATH"].split(":") == [
         str(tmp_path / "reference_adapter"), str(tmp_path / "suite")]
+
+
+def test_parity_refuses_unknown_paths_by_name(capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--paths`` names the columns to measure; a name it does not know is refused, with the
+    known ones listed, before anything starts."""
+    with pytest.raises(SystemExit) as exc:
+        parity.main(["--paths", "http,nnrp,nnrp_bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown nnrp_bogus" in err and "nnrp_suite_1session" in err
