@@ -19,6 +19,7 @@ from vllm_nnrp_adapter.benchmark.common import (
     BenchmarkError,
     percentile,
 )
+from vllm_nnrp_adapter.benchmark.parity_facts import NNRP_SUITE
 from vllm_nnrp_adapter.policy import policy_path
 
 # --- statistics -----------------------------------------------------------------------------
@@ -128,9 +129,10 @@ def test_request_sample_and_summary() -> None:
 
 
 def test_rounds_alternate_which_path_goes_first() -> None:
-    assert parity.round_order(0) == (parity.HTTP, parity.NNRP)
-    assert parity.round_order(1) == (parity.NNRP, parity.HTTP)
+    assert parity.round_order(0)[:2] == (parity.HTTP, parity.NNRP)
+    assert parity.round_order(1) == tuple(reversed(parity.round_order(0)))
     assert parity.round_order(2) == parity.round_order(0)
+    assert parity.round_order(1, (parity.HTTP, parity.NNRP)) == (parity.NNRP, parity.HTTP)
 
 
 def test_parity_document_reports_ratios_cpu_and_targets() -> None:
@@ -147,6 +149,8 @@ def test_parity_document_reports_ratios_cpu_and_targets() -> None:
             for path in parity.round_order(r):
                 if path == parity.HTTP:
                     rounds.append(_round(path, r, [req(10, 2)] * 4, 0.1, 0.02, 0.05))
+                elif path == NNRP_SUITE:  # the recording client's column: 4x the serving CPU
+                    rounds.append(_round(path, r, [req(10, 2)] * 4, 0.1, 0.08, 0.05))
                 else:  # half the throughput, twice the TTFT, twice the serving CPU
                     rounds.append(_round(path, r, [req(20, 2)] * 4, 0.2, 0.04, 0.05))
         measured[w] = rounds
@@ -167,7 +171,14 @@ def test_parity_document_reports_ratios_cpu_and_targets() -> None:
     assert p["target.short.c8.tokens_per_s_ratio_ge_0.97"] is False
     assert p["target.short.c8.serving_cpu_per_1k_le_http"] is False
     assert p["target.short.c8.itl_p95_le_1.05x"] is True
-    assert "target.short.c1.serving_cpu_per_1k_le_http" not in p  # only at c >= 8
+    assert p["target.short.c1.serving_cpu_per_1k_le_http"] is False  # at every concurrency
+    # every NNRP column has its ratios to HTTP; the targets read the ``nnrp`` column alone
+    assert ratios["nnrp_suite/http.short.c8.serving_cpu_s_per_1k_tokens"] == pytest.approx(4.0)
+    assert ratios["nnrp_suite/http.short.c8.aggregate_tokens_per_s"] == pytest.approx(1.0)
+    assert ratios["nnrp_1session/http.short.c8.aggregate_tokens_per_s"] == pytest.approx(0.5)
+    cpu_spread = next(m for m in doc["metrics"] if m["name"]
+                      == "nnrp_suite/http.short.c8.serving_cpu_s_per_1k_tokens_by_round")
+    assert cpu_spread["values"] == [pytest.approx(4.0)] * 2
 
 
 def test_process_tree_cpu_counts_a_busy_child_as_engine() -> None:
@@ -569,3 +580,13 @@ def test_adapter_ab_pairs_rounds_and_alternates_who_goes_first(tmp_path) -> None
     (tmp_path / "suite").mkdir()
     assert ab.baseline_env(tmp_path)["PYTHONPATH"].split(":") == [
         str(tmp_path / "reference_adapter"), str(tmp_path / "suite")]
+
+
+def test_parity_refuses_unknown_paths_by_name(capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--paths`` names the columns to measure; a name it does not know is refused, with the
+    known ones listed, before anything starts."""
+    with pytest.raises(SystemExit) as exc:
+        parity.main(["--paths", "http,nnrp,nnrp_bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown nnrp_bogus" in err and "nnrp_suite_1session" in err

@@ -38,7 +38,7 @@ from vllm_nnrp_adapter.conformance import (
 
 from .parity_facts import MAX_TOKENS, Workload
 from .parity_report import summarise
-from .parity_run import FULL, QUICK, NnrpPath, Plan, RoundResult, long_prompt, one_round
+from .parity_run import FULL, QUICK, LeanPath, Plan, RoundResult, long_prompt, one_round
 from .streams import PROMPT, load_average
 
 BASE, HEAD = "baseline", "this"
@@ -67,7 +67,7 @@ def order(r: int) -> tuple[str, str]:
     return (BASE, HEAD) if r % 2 == 0 else (HEAD, BASE)
 
 
-async def measure(paths: Mapping[str, NnrpPath], pids: Mapping[str, int | None],
+async def measure(paths: Mapping[str, LeanPath], pids: Mapping[str, int | None],
                   prompts: Mapping[str, str], plan: Plan, concurrency: Sequence[int],
                   ) -> dict[Workload, list[RoundResult]]:
     """Every workload on both adapters, round after round, the first alternating."""
@@ -162,8 +162,9 @@ def main(argv: Sequence[str]) -> int:
               f"{load_average()}", flush=True)
         with (AdapterProcess(python, model_dir, extra_env=env) as base,
               AdapterProcess(python, model_dir) as head):
-            paths = {BASE: NnrpPath(base.address, TINY_MODEL_NAME, 1),
-                     HEAD: NnrpPath(head.address, TINY_MODEL_NAME, 1)}
+            # the lean client: the suite's recording client would take CPU from both
+            paths = {BASE: LeanPath(base.address, TINY_MODEL_NAME, 1),
+                     HEAD: LeanPath(head.address, TINY_MODEL_NAME, 1)}
             measured = anyio.run(measure, paths, {BASE: base.pid, HEAD: head.pid}, prompts,
                                  plan, concurrency)
     except (ConformanceSetupError, NnrpClientError, OSError, RuntimeError,

@@ -3,7 +3,9 @@
 Owns the profile behind docs/performance.md. It starts the adapter (and, with
 ``--path both``, vLLM's own HTTP server on the same engine flags, one after the other),
 drives ``--concurrency`` closed-loop streaming chats (short prompt, greedy, ``ignore_eos``,
-32 tokens) from this process, samples the serving process with py-spy (PyPI ``py-spy``, ``--threads``) and reads each
+32 tokens) from this process, or with ``--rate R`` starts R chats a second whatever the
+answers do (open loop: both servers then stream the same tokens/s, so per-second costs weigh
+the same per token on both), samples the serving process with py-spy (PyPI ``py-spy``, ``--threads``) and reads each
 of its threads' CPU seconds from ``/proc`` over the same window. py-spy's own idle
 detection is no measure of CPU here (it counted threads blocked in nnrp-py's native accept
 and poll as busy, and its ``--gil`` mode reported the GIL held 190 % of the time), so each
@@ -46,8 +48,9 @@ from .hotpath_categories import (
     parse_raw,
     shares,
 )
+from .hotpath_threads import per_token_by_pool, pool_table, read_threads
 from .http_sse import HttpServer, RequestSample
-from .parity_run import HttpPath, NnrpPath
+from .parity_run import HttpPath, LeanPath, NnrpPath
 from .proc_cpu import thread_cpu_seconds
 from .streams import PROMPT, load_average
 
@@ -68,7 +71,12 @@ RATE = 200  # py-spy samples per second
 LOAD_MARGIN_S = 12.0
 
 
-async def _drive(path: Any, concurrency: int, seconds: float) -> list[RequestSample]:
+async def _drive(
+    path: Any, concurrency: int, seconds: float, rate: float | None = None
+) -> list[RequestSample]:
+    """Closed loop (``concurrency`` workers back to back) or, with ``rate``, open loop: one
+    chat started every 1/rate s, at most ``concurrency`` in flight, each on a free worker
+    (an HTTP connection carries one request at a time)."""
     samples: list[RequestSample] = []
     one = path.one(PROMPT)
     stop = time.monotonic() + seconds
@@ -77,21 +85,45 @@ async def _drive(path: Any, concurrency: int, seconds: float) -> list[RequestSam
         while time.monotonic() < stop:
             samples.append(await one(w))
 
+    limiter, free = anyio.CapacityLimiter(concurrency), list(range(concurrency))
+
+    async def started() -> None:
+        async with limiter:
+            w = free.pop()
+            try:
+                samples.append(await one(w))
+            finally:
+                free.append(w)
+
     await path.open()
     try:
         for w in range(2):  # warm-up
             await one(w)
         samples.clear()
         async with anyio.create_task_group() as tg:
-            for w in range(concurrency):
-                tg.start_soon(worker, w)
+            if rate is None:
+                for w in range(concurrency):
+                    tg.start_soon(worker, w)
+                return samples
+            t0, i = time.monotonic(), 0
+            while time.monotonic() < stop:
+                await anyio.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+                tg.start_soon(started)
+                i += 1
     finally:
         await path.close()
     return samples
 
 
 def profile_one(
-    name: str, pid: int, path: Any, concurrency: int, seconds: float, out: Path, py_spy: str
+    name: str,
+    pid: int,
+    path: Any,
+    concurrency: int,
+    seconds: float,
+    out: Path,
+    py_spy: str,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """Load the server at ``pid`` and sample it for ``seconds`` in the middle of the load."""
     raw = out / f"{name}.pyspy.txt"
@@ -102,11 +134,14 @@ def profile_one(
 
             async def load() -> None:
                 # py-spy takes a while to attach and to write: the load outlasts it
-                holder["samples"] = await _drive(path, concurrency, seconds + LOAD_MARGIN_S)
+                holder["samples"] = await _drive(
+                    path, concurrency, seconds + LOAD_MARGIN_S, rate
+                )
 
             tg.start_soon(load)
             await anyio.sleep(2)  # past the warm-up, streams running
             threads0, t0 = thread_cpu_seconds(pid), time.perf_counter_ns()
+            holder["pools0"] = read_threads(pid)
             holder["load_average"] = load_average()
             spy = await anyio.run_process(
                 [
@@ -128,6 +163,7 @@ def profile_one(
                 check=False,
             )
             threads1, t1 = thread_cpu_seconds(pid), time.perf_counter_ns()
+            holder["pools1"] = read_threads(pid)
             holder["window"] = (t0, t1)
             holder["spy_rc"] = spy.returncode
             holder["spy_err"] = spy.stderr.decode(errors="replace")[-2000:]
@@ -149,6 +185,7 @@ def profile_one(
     return {
         "path": name,
         "concurrency": concurrency,
+        "rate_per_s": rate,
         "requests": len(samples),
         "errors": len(samples) - len(ok),
         "tokens_per_s": window_tokens / window_s if window_s else 0.0,
@@ -158,6 +195,12 @@ def profile_one(
         "load_average": holder["load_average"],
         "us_per_token_by_category": cats,
         "us_per_token_by_thread": names,
+        "thread_pools": per_token_by_pool(
+            holder["pools0"],
+            holder["pools1"],
+            window_tokens,
+            {tid: name for tid, (name, _c) in threads.items()},
+        ),
         "rate_hz": RATE,
         "raw": str(raw),
     }
@@ -167,7 +210,9 @@ def table(result: Mapping[str, Any]) -> str:
     """Markdown tables: µs of CPU per token by category, then by thread."""
     total = result["cpu_per_token_us"] or 1.0
     lines = [
-        f"**{result['path']}**, c={result['concurrency']}: {result['tokens_per_s']:.0f} tokens/s, "
+        f"**{result['path']}**, c={result['concurrency']}"
+        + (f", {result['rate_per_s']:g} requests/s" if result.get("rate_per_s") else "")
+        + f": {result['tokens_per_s']:.0f} tokens/s, "
         f"{result['cpu_per_token_us']:.0f} µs CPU per token (serving process), "
         f"load average {result['load_average']}",
         "",
@@ -180,6 +225,8 @@ def table(result: Mapping[str, Any]) -> str:
     for name, us in result["us_per_token_by_thread"].items():
         if us >= 0.5:
             lines.append(f"| {name} | {us:.0f} |")
+    if result.get("thread_pools"):
+        lines += ["", pool_table(result["thread_pools"])]
     return "\n".join(lines)
 
 
@@ -194,6 +241,18 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--path", choices=("nnrp", "http", "both"), default="nnrp")
     p.add_argument("--adapter-arg", action="append", default=[])
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="open loop: start this many chats a second on both paths (same tokens/s)",
+    )
+    p.add_argument(
+        "--client",
+        choices=("lean", "suite"),
+        default="lean",
+        help="NNRP client (one session): the lean one (default) or the suite's",
+    )
     p.add_argument("--out", type=Path, default=Path("artifacts/hotpath"))
     args = p.parse_args(list(argv))
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -204,6 +263,8 @@ def main(argv: Sequence[str]) -> int:
         return 2
     if args.concurrency < 1 or args.seconds < 1:
         p.error("--concurrency and --seconds must be at least 1")
+    if args.rate is not None and args.rate <= 0:
+        p.error("--rate must be positive")
 
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -216,10 +277,21 @@ def main(argv: Sequence[str]) -> int:
                 python, model_dir, extra_args=tuple(args.adapter_arg), log_path=out / "adapter.log"
             ) as adapter:
                 assert adapter.pid is not None
-                path = NnrpPath(adapter.address, TINY_MODEL_NAME, 1)
+                path: LeanPath | NnrpPath = (
+                    LeanPath(adapter.address, TINY_MODEL_NAME, 1)
+                    if args.client == "lean"
+                    else NnrpPath(adapter.address, TINY_MODEL_NAME, 1)
+                )
                 results.append(
                     profile_one(
-                        "nnrp", adapter.pid, path, args.concurrency, args.seconds, out, py_spy
+                        "nnrp",
+                        adapter.pid,
+                        path,
+                        args.concurrency,
+                        args.seconds,
+                        out,
+                        py_spy,
+                        args.rate,
                     )
                 )
         if args.path in ("http", "both"):
@@ -229,7 +301,16 @@ def main(argv: Sequence[str]) -> int:
                 assert srv.pid is not None
                 hpath = HttpPath(srv.port, TINY_MODEL_NAME)
                 results.append(
-                    profile_one("http", srv.pid, hpath, args.concurrency, args.seconds, out, py_spy)
+                    profile_one(
+                        "http",
+                        srv.pid,
+                        hpath,
+                        args.concurrency,
+                        args.seconds,
+                        out,
+                        py_spy,
+                        args.rate,
+                    )
                 )
     except (
         ConformanceSetupError,

@@ -55,17 +55,28 @@ from .http_sse import (
     content_of_chunk,
     http_stream,
 )
-from .parity_facts import CONCURRENCY, HTTP, HTTP_TPS, MAX_TOKENS, NNRP, NNRP_TPS, Workload
+from .parity_facts import (
+    CONCURRENCY,
+    HTTP,
+    HTTP_TPS,
+    MAX_TOKENS,
+    NNRP,
+    NNRP_COLUMNS,
+    NNRP_TPS,
+    PATHS,
+    PER_STREAM,
+    Workload,
+)
 from .parity_report import build_document, print_summary, summarise, targets
 from .parity_run import (
     FULL,
     QUICK,
     HttpPath,
-    NnrpPath,
     Plan,
     RoundResult,
     long_prompt,
     measure,
+    nnrp_path,
     round_order,
 )
 from .streams import PROMPT, load_average
@@ -103,11 +114,10 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--quick", action="store_true", help="fewer samples (a few minutes)")
     p.add_argument("--rounds", type=int, default=None, help="override the plan's rounds")
     p.add_argument(
-        "--nnrp-sessions",
-        type=int,
-        default=1,
-        help="NNRP sessions the concurrent requests share (default 1: NNRP multiplexes; "
-        "HTTP/1.1 needs one connection per concurrent request)",
+        "--paths",
+        default=",".join(PATHS),
+        help=f"comma-separated paths to measure (default all: {','.join(PATHS)}); "
+        f"{HTTP} and {NNRP} are always measured",
     )
     p.add_argument(
         "--adapter-arg",
@@ -123,8 +133,13 @@ def main(argv: Sequence[str]) -> int:
         "(default artifacts/bench-vllm/vllm-VERSION)",
     )
     args = p.parse_args(list(argv))
-    if args.nnrp_sessions < 1 or (args.rounds is not None and args.rounds < 1):
-        p.error("--nnrp-sessions and --rounds must be at least 1")
+    if args.rounds is not None and args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    wanted = {x.strip() for x in args.paths.split(",") if x.strip()}
+    unknown = sorted(wanted - set(PATHS))
+    if unknown:
+        p.error(f"--paths: unknown {', '.join(unknown)} (known: {', '.join(PATHS)})")
+    chosen = tuple(x for x in PATHS if x in wanted | {HTTP, NNRP})
 
     version = args.vllm_version or NEWEST_TESTED
     out = (args.out or Path(f"artifacts/bench-vllm/vllm-{version}")).resolve()
@@ -148,8 +163,17 @@ def main(argv: Sequence[str]) -> int:
             "interleaved": True,
             "order": "both servers up for the whole run; per round every workload on both "
             "paths back to back, the first path alternating: "
-            + "; ".join(" then ".join(round_order(r)) for r in range(min(plan.rounds, 2))),
-            "nnrp_sessions": args.nnrp_sessions,
+            + "; ".join(
+                " then ".join(round_order(r, chosen)) for r in range(min(plan.rounds, 2))
+            ),
+            "paths": ",".join(chosen),
+            **{
+                f"{col}.client": f"{client}, "
+                + ("one session per concurrent stream" if sess == PER_STREAM else "one session")
+                for col, (client, sess) in NNRP_COLUMNS.items()
+                if col in chosen
+            },
+            "gate_column": NNRP,
             "http_connections": max(CONCURRENCY),
             "adapter_args": " ".join(args.adapter_arg),
             "load_average_start": load_average(),
@@ -158,7 +182,9 @@ def main(argv: Sequence[str]) -> int:
             f"long prompt: {long_tokens} prompt tokens of max_model_len {max_len} "
             f"(minus max_tokens {MAX_TOKENS} and a margin of 8)",
             "client receive stamps: HTTP when the asyncio read returned, NNRP when "
-            "the suite client's pump thread decoded the frame",
+            "the client's pump thread (lean or suite) polled the frame",
+            f"the release gate's parity figures and the targets read the {NNRP!r} column: "
+            "the lean client with one session per concurrent stream, what a user runs",
             "CPU: /proc/PID/stat user+system of the serving process (vLLM's API server, or "
             "the adapter) and of its descendants (the engine core), read around each round; "
             "both clients run in the benchmark process, whose CPU is reported apart",
@@ -190,7 +216,7 @@ def main(argv: Sequence[str]) -> int:
                 TINY_MODEL_NAME,
                 prompts,
                 plan,
-                args.nnrp_sessions,
+                chosen,
             )
             print(f"    measured in {time.monotonic() - t0:.1f} s", flush=True)
         parameters["load_average_end"] = load_average()
@@ -221,7 +247,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"vllm-nnrp bench parity: {exc}", file=sys.stderr)
         return 2
     path = write_results(doc, out / "bench" / f"{BENCH_PARITY}.json")
-    console = Console(width=132, highlight=False)
+    console = Console(width=160, highlight=False)
     print_results(doc, console)
     print_summary(doc, console)
     print(f"  wrote {path}")
@@ -244,15 +270,18 @@ async def _measure_both(
     model: str,
     prompts: Mapping[str, str],
     plan: Plan,
-    sessions: int,
+    chosen: tuple[str, ...],
 ) -> dict[Workload, list[RoundResult]]:
-    paths: dict[str, Any] = {HTTP: HttpPath(port, model), NNRP: NnrpPath(address, model, sessions)}
+    paths: dict[str, Any] = {
+        name: HttpPath(port, model) if name == HTTP else nnrp_path(name, address, model)
+        for name in chosen
+    }
     try:
         for path in paths.values():
             await path.open()
         return await measure(
             paths,
-            {HTTP: http_pid, NNRP: nnrp_pid},
+            {name: http_pid if name == HTTP else nnrp_pid for name in chosen},
             prompts,
             plan,
             progress=lambda m: print(m, flush=True),

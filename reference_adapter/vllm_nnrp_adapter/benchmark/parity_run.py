@@ -1,7 +1,8 @@
 """The parity benchmark's workload and one round of it: the prompts (short, and long up to a
-token budget), the two paths (vLLM's HTTP/SSE server, the adapter over NNRP) with their
-clients, and a round that measures every workload on both, back to back, the first path
-alternating, with the serving and engine processes' CPU read around each measurement.
+token budget), the paths (vLLM's HTTP/SSE server; the adapter over NNRP through the lean or
+the suite's client, one session per stream or one for all) with their clients, and a round
+that measures every workload on every path, back to back, the order reversed from round to
+round, with the serving and engine processes' CPU read around each measurement.
 Shared facts (the metric names, the paths, the workloads) are :mod:`.parity_facts`'s."""
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ from .http_sse import (
     HttpConnection,
     RequestSample,
 )
-from .parity_facts import CONCURRENCY, LONG_UNIT, MAX_TOKENS, PATHS, Workload
+from .lean_client import LeanSession
+from .parity_facts import (
+    CONCURRENCY,
+    LEAN,
+    LONG_UNIT,
+    MAX_TOKENS,
+    NNRP_COLUMNS,
+    PATHS,
+    PER_STREAM,
+    Workload,
+)
 from .proc_cpu import TreeCpu, tree_cpu
 from .streams import chat_envelope, load_average, run_stream
 
@@ -80,9 +91,10 @@ QUICK = Plan(rounds=2, requests={1: 8, 8: 24, 32: 64}, warmup=2)
 FULL = Plan(rounds=6, requests={1: 24, 8: 64, 32: 128})
 
 
-def round_order(r: int) -> tuple[str, ...]:
-    """The order the two paths run in round ``r``: alternating, so neither always goes first."""
-    return PATHS if r % 2 == 0 else tuple(reversed(PATHS))
+def round_order(r: int, paths: tuple[str, ...] = PATHS) -> tuple[str, ...]:
+    """The order the paths run in round ``r``: reversed every other round, so no path
+    always goes first or last."""
+    return paths if r % 2 == 0 else tuple(reversed(paths))
 
 
 def http_body(model: str, content: str) -> dict[str, Any]:
@@ -92,8 +104,7 @@ def http_body(model: str, content: str) -> dict[str, Any]:
     return body
 
 
-async def _nnrp_one(client: NnrpClient, model: str, content: str) -> RequestSample:
-    env = chat_envelope(max_tokens=MAX_TOKENS, model=model, content=content)
+async def _nnrp_one(client: NnrpClient, env: dict[str, Any]) -> RequestSample:
     started = time.perf_counter_ns()
     try:
         s = await run_stream(client, env)
@@ -131,7 +142,42 @@ class NnrpPath:
                 await client.aclose()
 
     def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
-        return lambda w: _nnrp_one(self.clients[w % len(self.clients)], self.model, content)
+        return self.one_env(chat_envelope(max_tokens=MAX_TOKENS, model=self.model, content=content))
+
+    def one_env(self, env: dict[str, Any]) -> Callable[[int], Awaitable[RequestSample]]:
+        return lambda w: _nnrp_one(self.clients[w % len(self.clients)], env)
+
+
+class LeanPath:
+    """The adapter through the lean client (:mod:`.lean_client`): ``sessions`` sessions,
+    worker ``w`` on session ``w % sessions``."""
+
+    def __init__(self, address: str, model: str, sessions: int) -> None:
+        self.address, self.model, self.sessions = address, model, sessions
+        self.clients: list[LeanSession] = []
+
+    async def open(self) -> None:
+        for _ in range(self.sessions):
+            shared = self.sessions == 1
+            self.clients.append(await LeanSession.connect(self.address, shared=shared))
+
+    async def close(self) -> None:
+        for client in self.clients:
+            with anyio.move_on_after(20):
+                await client.close()
+
+    def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
+        return self.one_env(chat_envelope(max_tokens=MAX_TOKENS, model=self.model, content=content))
+
+    def one_env(self, env: dict[str, Any]) -> Callable[[int], Awaitable[RequestSample]]:
+        return lambda w: self.clients[w % len(self.clients)].run(env)
+
+
+def nnrp_path(name: str, address: str, model: str) -> LeanPath | NnrpPath:
+    """The path of NNRP column ``name`` (:data:`.parity_facts.NNRP_COLUMNS`)."""
+    client, sessions = NNRP_COLUMNS[name]
+    n = max(CONCURRENCY) if sessions == PER_STREAM else 1
+    return LeanPath(address, model, n) if client == LEAN else NnrpPath(address, model, n)
 
 
 class HttpPath:
@@ -188,7 +234,7 @@ async def measure(
     plan: Plan,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> dict[Workload, list[RoundResult]]:
-    """Every workload on both paths, round after round, first path alternating."""
+    """Every workload on every path, round after round, the order reversed every round."""
     for name, path in paths.items():
         for content in prompts.values():  # the first requests pay vLLM's start-up costs
             for w in range(plan.warmup):
@@ -199,8 +245,9 @@ async def measure(
         t0 = time.monotonic()
         for prompt, content in prompts.items():
             for c in CONCURRENCY:
-                for name in round_order(r):
-                    other = next(p for p in paths if p != name)
+                for name in round_order(r, tuple(paths)):
+                    # the other server: the first path served by another process
+                    other = next((p for p in paths if pids.get(p) != pids.get(name)), name)
                     result = await one_round(
                         name,
                         r,
@@ -208,11 +255,11 @@ async def measure(
                         plan.requests[c],
                         c,
                         pids.get(name),
-                        pids.get(other),
+                        pids.get(other) if other != name else None,
                     )
                     out.setdefault((prompt, c), []).append(result)
         progress(
-            f"    round {r + 1}/{plan.rounds} ({' then '.join(round_order(r))}) "
+            f"    round {r + 1}/{plan.rounds} ({' then '.join(round_order(r, tuple(paths)))}) "
             f"in {time.monotonic() - t0:.1f} s, load {load_average()}"
         )
     return out
