@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from nnrp_conformance import contract, runner
-from nnrp_conformance.checks import Verdict
 from nnrp_conformance.checks.concurrency import Member, judge_group
+from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
 from nnrp_conformance.recipes import LEAD_OPERATION
-from nnrp_conformance.rules import LEVEL_FAILED, case_level
 
 if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
@@ -119,25 +118,12 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[runner.CaseResult
     return members
 
 
-def _level(findings: Sequence[Finding]) -> tuple[str, str]:
-    """(outcome, verdict level) of a result with ``findings``."""
-    level = case_level(f.level for f in findings)
-    return (contract.OUTCOME_FAILED if level == LEVEL_FAILED else contract.OUTCOME_PASSED), level
-
-
 def _rejudged(result: runner.CaseResult, findings: list[Finding], extra: dict[str, Any]
               ) -> runner.CaseResult:
     """``result`` with ``findings`` (its own and the group's) as its verdict."""
-    outcome, level = _level(findings)
-    if findings == result.verdict.findings:
-        message = result.verdict.message
-    elif findings:
-        message = (f"{result.id}: {level}: {len(findings)} finding(s): "
-                   + "; ".join(str(f) for f in findings[:3]))
-    else:
-        message = f"{result.id}: {len(result.events)} event(s), terminal {result.terminal}"
-    verdict = Verdict(outcome, result.terminal, findings, message, level)
-    return dataclasses.replace(result, outcome=outcome, verdict=verdict,
+    verdict = result.verdict if findings == result.verdict.findings else \
+        verdict_of(result.id, result.terminal, findings, len(result.events))
+    return dataclasses.replace(result, outcome=verdict.outcome, verdict=verdict,
                                diagnostics={**result.diagnostics, **extra})
 
 
@@ -164,7 +150,7 @@ def group_result(case: PlannedCase, results: Sequence[runner.CaseResult],
                 for m in members for f in m.findings]
     lead = results[0]
     operations = [{"name": m.name, "request_id": r.diagnostics.get("request_id"),
-                   "outcome": _level(m.findings)[0], "expected_terminal":
+                   "outcome": verdict_of(m.name, r.terminal, m.findings, 0).outcome, "expected_terminal":
                    m.expected_terminal, "terminal": r.terminal, "events": len(r.events),
                    "findings": [f.to_dict() for f in m.findings],
                    "timings_ms": r.diagnostics.get("timings_ms")}

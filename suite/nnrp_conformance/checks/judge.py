@@ -21,7 +21,7 @@ from nnrp_conformance.checks.capability import (
 from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
-from nnrp_conformance.checks.model import Finding, Observation, Verdict
+from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
 from nnrp_conformance.checks.relations import RELATION_CHECKS
 from nnrp_conformance.checks.responses import RESPONSES_CHECKS
 from nnrp_conformance.checks.sequence import (
@@ -130,17 +130,7 @@ def judge_beyond_profile(ctx: Context) -> None:
 
 
 def _verdict(ctx: Context) -> Verdict:
-    case, obs, findings = ctx.case, ctx.obs, ctx.findings
-    level = rules.case_level(f.level for f in findings)
-    outcome = contract.OUTCOME_FAILED if level == rules.LEVEL_FAILED else contract.OUTCOME_PASSED
-    if findings:
-        head = "; ".join(str(f) for f in findings[:3])
-        more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
-        message = f"{case.id}: {level}: {len(findings)} finding(s): {head}{more}"
-    else:
-        n = len(obs.events)
-        message = f"{case.id}: {n} event(s), terminal {obs.terminal_kind}"
-    return Verdict(outcome, obs.terminal_kind, findings, message, level)
+    return verdict_of(ctx.case.id, ctx.obs.terminal_kind, ctx.findings, len(ctx.obs.events))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 from nnrp_conformance import contract, rules
 from nnrp_conformance.findings import Finding
 
-__all__ = ["Finding", "Observation", "Verdict"]
+__all__ = ["Finding", "Observation", "Verdict", "verdict_of"]
 
 
 @dataclass
@@ -31,6 +31,21 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.outcome == contract.OUTCOME_PASSED
+
+
+def verdict_of(case_id: str, terminal: str | None, findings: list[Finding], events: int
+               ) -> Verdict:
+    """The verdict of a case with ``findings``: its outcome (failed when any finding fails),
+    level and message (the first three findings, or the ``events`` seen and the terminal)."""
+    level = rules.case_level(f.level for f in findings)
+    outcome = contract.OUTCOME_FAILED if level == rules.LEVEL_FAILED else contract.OUTCOME_PASSED
+    if findings:
+        head = "; ".join(str(f) for f in findings[:3])
+        more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
+        message = f"{case_id}: {level}: {len(findings)} finding(s): {head}{more}"
+    else:
+        message = f"{case_id}: {events} event(s), terminal {terminal}"
+    return Verdict(outcome, terminal, findings, message, level)
 
 
 @dataclass
