@@ -51,7 +51,6 @@ from .hotpath_categories import (
 from .hotpath_threads import per_token_by_pool, pool_table, read_threads
 from .http_sse import HttpServer, RequestSample
 from .parity_run import HttpPath, LeanPath, NnrpPath
-from .proc_cpu import thread_cpu_seconds
 from .streams import PROMPT, load_average
 
 # the attribution is hotpath_categories'; the tests read it from here too
@@ -140,8 +139,7 @@ def profile_one(
 
             tg.start_soon(load)
             await anyio.sleep(2)  # past the warm-up, streams running
-            threads0, t0 = thread_cpu_seconds(pid), time.perf_counter_ns()
-            holder["pools0"] = read_threads(pid)
+            holder["pools0"], t0 = read_threads(pid), time.perf_counter_ns()
             holder["load_average"] = load_average()
             spy = await anyio.run_process(
                 [
@@ -162,13 +160,14 @@ def profile_one(
                 ],
                 check=False,
             )
-            threads1, t1 = thread_cpu_seconds(pid), time.perf_counter_ns()
-            holder["pools1"] = read_threads(pid)
+            holder["pools1"], t1 = read_threads(pid), time.perf_counter_ns()
             holder["window"] = (t0, t1)
             holder["spy_rc"] = spy.returncode
             holder["spy_err"] = spy.stderr.decode(errors="replace")[-2000:]
             # threads that ended in the window are lost; the process total is exact
-            holder["cpu_by_tid"] = {t: c - threads0.get(t, 0.0) for t, c in threads1.items()}
+            before = holder["pools0"]
+            holder["cpu_by_tid"] = {t: r.cpu_s - (before[t].cpu_s if t in before else 0.0)
+                                    for t, r in holder["pools1"].items()}
 
     anyio.run(run)
     samples: list[RequestSample] = holder["samples"]

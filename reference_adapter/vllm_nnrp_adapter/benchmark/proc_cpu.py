@@ -20,7 +20,6 @@ __all__ = [
     "descendants",
     "rss_bytes",
     "thread_count",
-    "thread_cpu_seconds",
     "tree_cpu",
 ]
 
@@ -105,20 +104,3 @@ def tree_cpu(root: int) -> TreeCpu:
         (pid, value) for pid in descendants(root) if (value := cpu_seconds(pid)) is not None
     )
     return TreeCpu(serving, sum(v for _, v in by_pid), by_pid)
-
-
-def thread_cpu_seconds(pid: int) -> dict[int, float]:
-    """User + system CPU seconds of each live thread of ``pid``, by thread id."""
-    out: dict[int, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / _TICK
-    return out
