@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
@@ -41,6 +41,8 @@ from .parity_facts import (
 )
 from .proc_cpu import TreeCpu, tree_cpu
 from .streams import chat_envelope, load_average, run_stream
+
+_C = TypeVar("_C")
 
 
 def long_prompt(python: str, model_dir: Path, budget: int) -> tuple[str, int]:
@@ -124,53 +126,69 @@ async def _nnrp_one(client: NnrpClient, env: dict[str, Any]) -> RequestSample:
     )
 
 
-class NnrpPath:
-    """The adapter's side: ``sessions`` NNRP clients (one session each); worker ``w`` uses
-    client ``w % sessions``."""
+class _SessionsPath(Generic[_C]):
+    """The adapter's side through ``sessions`` NNRP sessions of one client kind; worker ``w``
+    uses session ``w % sessions``. A kind says how it connects, streams and closes."""
+
+    #: how long closing one session may take
+    close_limit_s = 10.0
 
     def __init__(self, address: str, model: str, sessions: int) -> None:
         self.address, self.model, self.sessions = address, model, sessions
-        self.clients: list[NnrpClient] = []
+        self.clients: list[_C] = []
+
+    async def _connect(self) -> _C:
+        raise NotImplementedError
+
+    async def _run(self, client: _C, env: dict[str, Any]) -> RequestSample:
+        raise NotImplementedError
+
+    async def _close(self, client: _C) -> None:
+        raise NotImplementedError
 
     async def open(self) -> None:
         for _ in range(self.sessions):
-            self.clients.append(await NnrpClient.connect(self.address, default_timeout=120.0))
+            self.clients.append(await self._connect())
 
     async def close(self) -> None:
         for client in self.clients:
-            with anyio.move_on_after(10):
-                await client.aclose()
+            with anyio.move_on_after(self.close_limit_s):
+                await self._close(client)
 
     def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
         return self.one_env(chat_envelope(max_tokens=MAX_TOKENS, model=self.model, content=content))
 
     def one_env(self, env: dict[str, Any]) -> Callable[[int], Awaitable[RequestSample]]:
-        return lambda w: _nnrp_one(self.clients[w % len(self.clients)], env)
+        return lambda w: self._run(self.clients[w % len(self.clients)], env)
 
 
-class LeanPath:
-    """The adapter through the lean client (:mod:`.lean_client`): ``sessions`` sessions,
-    worker ``w`` on session ``w % sessions``."""
+class NnrpPath(_SessionsPath[NnrpClient]):
+    """Through the suite's client (one session per :class:`NnrpClient`)."""
 
-    def __init__(self, address: str, model: str, sessions: int) -> None:
-        self.address, self.model, self.sessions = address, model, sessions
-        self.clients: list[LeanSession] = []
+    async def _connect(self) -> NnrpClient:
+        return await NnrpClient.connect(self.address, default_timeout=120.0)
 
-    async def open(self) -> None:
-        for _ in range(self.sessions):
-            shared = self.sessions == 1
-            self.clients.append(await LeanSession.connect(self.address, shared=shared))
+    async def _run(self, client: NnrpClient, env: dict[str, Any]) -> RequestSample:
+        return await _nnrp_one(client, env)
 
-    async def close(self) -> None:
-        for client in self.clients:
-            with anyio.move_on_after(20):
-                await client.close()
+    async def _close(self, client: NnrpClient) -> None:
+        await client.aclose()
 
-    def one(self, content: str) -> Callable[[int], Awaitable[RequestSample]]:
-        return self.one_env(chat_envelope(max_tokens=MAX_TOKENS, model=self.model, content=content))
 
-    def one_env(self, env: dict[str, Any]) -> Callable[[int], Awaitable[RequestSample]]:
-        return lambda w: self.clients[w % len(self.clients)].run(env)
+class LeanPath(_SessionsPath[LeanSession]):
+    """Through the lean client (:mod:`.lean_client`); one session alone is shared by the
+    concurrent streams, so it polls in short waits."""
+
+    close_limit_s = 20.0
+
+    async def _connect(self) -> LeanSession:
+        return await LeanSession.connect(self.address, shared=self.sessions == 1)
+
+    async def _run(self, client: LeanSession, env: dict[str, Any]) -> RequestSample:
+        return await client.run(env)
+
+    async def _close(self, client: LeanSession) -> None:
+        await client.close()
 
 
 def nnrp_path(name: str, address: str, model: str) -> LeanPath | NnrpPath:
