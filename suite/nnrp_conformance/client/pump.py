@@ -270,11 +270,11 @@ class _ClientPump(_RefusalLedger, _FrameRouter):
                 # no cancel of ours explains it: a frame after an operation's terminal
                 self._on_refused(status_text(exc), time.perf_counter_ns())
                 return
-            if self._unconfirmed_cancels:
-                # a frame the endpoint sent, refused by nnrp-py: it shows the peer is alive
-                now = time.perf_counter_ns()
-                self.frames_received += 1
-                self.last_frame = ("stale frame after a cancel (3/4/105)", now)
+            # a cancel of ours is unanswered: a frame the endpoint sent before it took effect,
+            # refused by nnrp-py; it shows the peer is alive
+            now = time.perf_counter_ns()
+            self.frames_received += 1
+            self.last_frame = ("stale frame after a cancel (3/4/105)", now)
             for op in self._ops.values():
                 if op.cancel_sent_at_ns is not None:
                     op.stale_after_cancel += 1
