@@ -29,8 +29,7 @@ from typing import Any
 
 from nnrp_conformance import contract
 
-from . import NEWEST_TESTED, TESTED_VERSIONS, profile
-from .benchmark import proc_cpu
+from . import NEWEST_TESTED, TESTED_VERSIONS, proc_cpu, profile
 from .processes import (
     listening_tcp_ports,
     process_tree,

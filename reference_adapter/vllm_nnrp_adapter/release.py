@@ -29,7 +29,7 @@ from rich.console import Console
 from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE, POLICY_FILE
 
 from . import CURRENT_TESTED, TESTED_VERSIONS
-from .benchmark.common import BENCH_LOAD, BENCH_SOAK
+from .benchmark.lib.results import BENCH_LOAD, BENCH_SOAK
 from .conformance import (
     REPO_ROOT,
     AdapterProcess,

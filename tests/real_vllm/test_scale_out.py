@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter.benchmark.http_sse import free_port
+from vllm_nnrp_adapter.benchmark.parity.http_sse import free_port
 from vllm_nnrp_adapter.conformance import (
     EMBEDDED_ENGINE_ARGS,
     AdapterProcess,

@@ -22,7 +22,7 @@ import pytest
 
 from nnrp_conformance import contract
 from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
-from vllm_nnrp_adapter.benchmark.soak_memory import object_census
+from vllm_nnrp_adapter.benchmark.soak.memory import object_census
 from vllm_nnrp_adapter.nnrp_server import NnrpServer, OperationContext
 from vllm_nnrp_adapter.observability import Recorder
 
@@ -90,7 +90,7 @@ class AdapterUnderTest:
 
 
 def live_contexts() -> int:
-    # counted as the soak counts (no other thread runs Python code meanwhile: soak_memory)
+    # counted as the soak counts (no other thread runs Python code meanwhile: soak/memory.py)
     return object_census()[OperationContext.__qualname__]
 
 

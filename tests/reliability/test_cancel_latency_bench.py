@@ -13,7 +13,7 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
-from vllm_nnrp_adapter.benchmark import vllm as bench
+from vllm_nnrp_adapter.benchmark.latency import vllm as bench
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_backend import Script, ScriptedBackend

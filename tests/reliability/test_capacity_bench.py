@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nnrp_conformance import validation
-from vllm_nnrp_adapter.benchmark import capacity
+from vllm_nnrp_adapter.benchmark.soak import capacity
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import chat, envelope, serve_adapter

@@ -13,9 +13,8 @@ import anyio
 import pytest
 
 from nnrp_conformance.client import NnrpClient
-from vllm_nnrp_adapter.benchmark import parity_run
-from vllm_nnrp_adapter.benchmark.lean_client import LeanSession
-from vllm_nnrp_adapter.benchmark.parity_facts import (
+from vllm_nnrp_adapter.benchmark.parity import run as parity_run
+from vllm_nnrp_adapter.benchmark.parity.facts import (
     HTTP,
     NNRP,
     NNRP_COLUMNS,
@@ -23,6 +22,7 @@ from vllm_nnrp_adapter.benchmark.parity_facts import (
     NNRP_SUITE,
     NNRP_SUITE_ONE,
 )
+from vllm_nnrp_adapter.benchmark.parity.lean_client import LeanSession
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import chat, envelope, serve_adapter

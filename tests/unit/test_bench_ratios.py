@@ -11,8 +11,9 @@ import pytest
 from rich.console import Console
 
 from nnrp_conformance.reports import gate_html, gate_markdown
-from vllm_nnrp_adapter.benchmark import common, wire
-from vllm_nnrp_adapter.benchmark.common import metric, print_results, results_document
+from vllm_nnrp_adapter.benchmark.lib import results
+from vllm_nnrp_adapter.benchmark.lib.results import metric, print_results, results_document
+from vllm_nnrp_adapter.benchmark.wire import wire
 
 #: ours is 3× slower than the floor and 10× faster than naive, on every metric: a rate is
 #: a third of the floor's, a time or CPU cost is three times the floor's
@@ -88,7 +89,7 @@ def test_every_report_labels_a_ratio_as_it_was_computed() -> None:
                 f"{gate_markdown._num(value)} |" in md), r
         assert f"{r['name']} = {r['numerator']} / {r['denominator']}" in terminal
         assert re.search(rf"{re.escape(r['name'])}\s+│\s+ratio\s+│\s+"
-                         rf"{re.escape(common._fmt(value))}", terminal), r
+                         rf"{re.escape(results._fmt(value))}", terminal), r
 
 
 def test_terminal_table_better_columns_point_the_same_way() -> None:

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from vllm_nnrp_adapter.benchmark.hotpath_threads import (
+from vllm_nnrp_adapter.benchmark.hotpath.threads import (
     ThreadReading,
     per_token_by_pool,
     pool_name,

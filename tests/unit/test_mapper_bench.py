@@ -9,8 +9,9 @@ import pytest
 
 from nnrp_conformance import validation
 from nnrp_conformance.wire import codec
-from vllm_nnrp_adapter.benchmark import common, mapper
-from vllm_nnrp_adapter.benchmark.common import BENCH_MAPPER, required_metrics
+from vllm_nnrp_adapter.benchmark import mapper
+from vllm_nnrp_adapter.benchmark.lib import results
+from vllm_nnrp_adapter.benchmark.lib.results import BENCH_MAPPER, required_metrics
 from vllm_nnrp_adapter.mapping import ChunkMapper
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
@@ -78,15 +79,15 @@ def test_main_refuses_too_few_repeats(tmp_path: Path) -> None:
 
 def test_percentiles_and_metric_summary() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert common.percentile(values, 50) == pytest.approx(50.5)
-    assert common.percentile(values, 95) == pytest.approx(95.05)
-    assert common.median([3.0, 1.0, 2.0]) == 2.0
-    m = common.metric("x", "ms", values)
+    assert results.percentile(values, 50) == pytest.approx(50.5)
+    assert results.percentile(values, 95) == pytest.approx(95.05)
+    assert results.median([3.0, 1.0, 2.0]) == 2.0
+    m = results.metric("x", "ms", values)
     assert (m["min"], m["max"], m["samples"]) == (1.0, 100.0, 100)
-    with pytest.raises(common.BenchmarkError):
-        common.metric("x", "ms", [])
+    with pytest.raises(results.BenchmarkError):
+        results.metric("x", "ms", [])
 
 
 def test_results_document_refuses_schema_breaks() -> None:
-    with pytest.raises(common.BenchmarkError, match="benchmark-results schema"):
-        common.results_document("x", [{"name": "m", "unit": "ms"}], runs=1)
+    with pytest.raises(results.BenchmarkError, match="benchmark-results schema"):
+        results.results_document("x", [{"name": "m", "unit": "ms"}], runs=1)

@@ -7,9 +7,9 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.gate.bench_condition import benchmark_own_failures
 from nnrp_conformance.gate.evidence import load_document
-from vllm_nnrp_adapter.benchmark import soak
-from vllm_nnrp_adapter.benchmark.common import write_results
-from vllm_nnrp_adapter.benchmark.soak_results import results_for_gate
+from vllm_nnrp_adapter.benchmark.lib.results import write_results
+from vllm_nnrp_adapter.benchmark.soak import soak
+from vllm_nnrp_adapter.benchmark.soak.results import results_for_gate
 from vllm_nnrp_adapter.mapping import ChunkMapper
 
 TEXT = soak._expected("text", 4)

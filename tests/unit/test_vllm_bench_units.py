@@ -10,16 +10,18 @@ import pytest
 from nnrp_conformance import contract, validation
 from nnrp_conformance.gate.requirements import load_policy
 from nnrp_conformance.gate.smoke import sequence_problems
-from vllm_nnrp_adapter.benchmark import common, parity, soak_results
-from vllm_nnrp_adapter.benchmark import vllm as bench
-from vllm_nnrp_adapter.benchmark.common import (
+from vllm_nnrp_adapter.benchmark.latency import vllm as bench
+from vllm_nnrp_adapter.benchmark.lib import results
+from vllm_nnrp_adapter.benchmark.lib.results import (
     BENCH_CANCELLATION_LATENCY,
     BENCH_PARITY,
     BENCH_STREAMING_LATENCY,
     BenchmarkError,
     percentile,
 )
-from vllm_nnrp_adapter.benchmark.parity_facts import NNRP_SUITE
+from vllm_nnrp_adapter.benchmark.parity import parity
+from vllm_nnrp_adapter.benchmark.parity.facts import NNRP_SUITE
+from vllm_nnrp_adapter.benchmark.soak import results as soak_results
 from vllm_nnrp_adapter.policy import policy_path
 
 # --- statistics -----------------------------------------------------------------------------
@@ -46,13 +48,13 @@ def test_required_metric_names_come_from_the_release_policy() -> None:
     assert by_name[BENCH_STREAMING_LATENCY] == (bench.TTFT_METRIC, bench.INTER_EVENT_METRIC)
     assert by_name[BENCH_CANCELLATION_LATENCY] == (bench.CANCEL_METRIC,)
     assert by_name[BENCH_PARITY] == (parity.NNRP_TPS, parity.HTTP_TPS)
-    for name in (common.BENCH_SOAK, common.BENCH_LOAD):
+    for name in (results.BENCH_SOAK, results.BENCH_LOAD):
         assert by_name[name] == (soak_results.OPS_PER_S[name], soak_results.SERVER_RSS[name])
     # every benchmark the policy requires is one the adapter's benchmarks write
-    written = {getattr(common, n) for n in dir(common) if n.startswith("BENCH_")}
+    written = {getattr(results, n) for n in dir(results) if n.startswith("BENCH_")}
     assert set(by_name) == written
     with pytest.raises(KeyError, match="no-such-benchmark"):
-        common.required_metrics("no-such-benchmark")
+        results.required_metrics("no-such-benchmark")
 
 
 # --- HTTP chunked transfer + SSE --------------------------------------------------------------
@@ -107,7 +109,7 @@ def test_content_of_chunk() -> None:
 
 def _round(path: str, r: int, samples: list, wall: float, serving: float, engine: float,
            client: float = 0.1) -> parity.RoundResult:
-    from vllm_nnrp_adapter.benchmark.proc_cpu import TreeCpu
+    from vllm_nnrp_adapter.proc_cpu import TreeCpu
 
     return parity.RoundResult(path, r, samples, wall, TreeCpu(serving, engine), client, 0.01,
                               "1.00 1.00 1.00")
@@ -188,7 +190,7 @@ def test_process_tree_cpu_counts_a_busy_child_as_engine() -> None:
     import sys
     import time
 
-    from vllm_nnrp_adapter.benchmark.proc_cpu import cpu_seconds, descendants, tree_cpu
+    from vllm_nnrp_adapter.proc_cpu import cpu_seconds, descendants, tree_cpu
 
     child = subprocess.Popen([sys.executable, "-c",
                               "import time\nt=time.process_time()\n"
@@ -471,7 +473,7 @@ def test_http_client_reconnects_when_the_server_closed_an_idle_connection() -> N
 
 
 def test_hotpath_attributes_a_stack_to_its_deepest_known_frame() -> None:
-    from vllm_nnrp_adapter.benchmark import hotpath
+    from vllm_nnrp_adapter.benchmark.hotpath import hotpath
 
     raw = "\n".join([
         # json.loads under the backend's SSE parser is SSE parsing, not JSON
@@ -495,7 +497,7 @@ def test_hotpath_attributes_a_stack_to_its_deepest_known_frame() -> None:
 
 
 def test_hotpath_shares_each_threads_exact_cpu_among_its_busy_samples() -> None:
-    from vllm_nnrp_adapter.benchmark import hotpath
+    from vllm_nnrp_adapter.benchmark.hotpath import hotpath
 
     raw = "\n".join([
         "thread (101): MainThread;_run_once (asyncio/base_events.py);"
@@ -558,7 +560,7 @@ def test_adapter_ab_pairs_rounds_and_alternates_who_goes_first(tmp_path) -> None
     """``bench adapter-ab``: the baseline and this adapter alternate which goes first, each
     figure's ratio is taken round by round (this/baseline), and a folder that is not a
     checkout of this project is refused with its missing parts named."""
-    from vllm_nnrp_adapter.benchmark import adapter_ab as ab
+    from vllm_nnrp_adapter.benchmark.parity import adapter_ab as ab
 
     assert ab.order(0) == (ab.BASE, ab.HEAD) and ab.order(1) == (ab.HEAD, ab.BASE)
     ms = 1_000_000

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nnrp_conformance import validation
-from vllm_nnrp_adapter.benchmark import cancel
+from vllm_nnrp_adapter.benchmark.wire import cancel
 
 
 def test_cancel_fanout_benchmark_writes_valid_results(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

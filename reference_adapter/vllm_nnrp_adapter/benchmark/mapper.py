@@ -36,7 +36,7 @@ from .. import TESTED_VERSIONS
 from ..conformance import REPO_ROOT
 from ..mapping import ChunkMapper
 from ..vllm_backend import parse_sse
-from .common import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results
+from .lib.results import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results
 
 TARGET_RATE = 200_000.0
 MAX_FLOOR_RATIO = 2.0

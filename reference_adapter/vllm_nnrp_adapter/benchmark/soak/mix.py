@@ -14,8 +14,8 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 
-from .soak_backend import MODEL, _text
-from .soak_memory import _mib, _rss, object_census
+from .backend import MODEL, _text
+from .memory import _mib, _rss, object_census
 
 OP_TIMEOUT_S = 30.0
 

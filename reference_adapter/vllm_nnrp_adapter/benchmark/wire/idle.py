@@ -22,11 +22,11 @@ import anyio
 
 from nnrp_conformance.client import NnrpClient
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
+from vllm_nnrp_adapter.proc_cpu import cpu_seconds
 
-from .common import metric, print_results, results_document, write_results
-from .proc_cpu import cpu_seconds
-from .streams import load_average
-from .wire_servers import bench_handler, envelope
+from ..lib.results import metric, print_results, results_document, write_results
+from ..lib.streams import load_average
+from .servers import bench_handler, envelope
 
 __all__ = ["main"]
 
@@ -40,7 +40,7 @@ async def _serve(idle_poll_ms: int) -> None:
 @contextlib.contextmanager
 def _server(idle_poll_ms: int) -> Iterator[tuple[str, int]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_nnrp_adapter.benchmark.idle", "--serve", str(idle_poll_ms)],
+        [sys.executable, "-m", "vllm_nnrp_adapter.benchmark.wire.idle", "--serve", str(idle_poll_ms)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

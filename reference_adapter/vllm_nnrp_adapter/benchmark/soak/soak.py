@@ -1,4 +1,4 @@
-"""The soak benchmark: 10,000 operations through the real adapter handler and NNRP server
+"""``vllm-nnrp bench soak``: 10,000 operations through the real adapter handler and NNRP server
 binding over loopback TCP, with the server's resident memory sampled over time.
 
 It owns a deterministic synthetic backend (vLLM-shaped chunks, no engine: the soak measures
@@ -22,7 +22,7 @@ allocation sites that grew, ``--reconnect-every N`` replaces each client session
 operations (session-scoped growth then shows as flat).
 
 ``vllm-nnrp bench soak --out reports/soak.json`` (or ``python -m
-vllm_nnrp_adapter.benchmark.soak``); exit 0 only when RSS is flat, no event was lost,
+vllm_nnrp_adapter.benchmark.soak.soak``); exit 0 only when RSS is flat, no event was lost,
 duplicated or misordered, every terminal was the expected one and nothing stayed open.
 """
 
@@ -44,13 +44,13 @@ from rich.console import Console
 from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
 from vllm_nnrp_adapter.observability import Recorder
+from vllm_nnrp_adapter.profile import load_manifest_document
+from vllm_nnrp_adapter.settings import default_manifest_path
 
-from ..profile import load_manifest_document
-from ..settings import default_manifest_path
-from .common import BENCH_LOAD, BENCH_SOAK, write_results
-from .soak_backend import TOKENS, SyntheticBackend
-from .soak_memory import _LIBC, _malloc, _mib, _rss, object_census
-from .soak_mix import (
+from ..lib.results import BENCH_LOAD, BENCH_SOAK, write_results
+from .backend import TOKENS, SyntheticBackend
+from .memory import _LIBC, _malloc, _mib, _rss, object_census
+from .mix import (
     _classify,
     _drive,
     _envelope,
@@ -58,8 +58,8 @@ from .soak_mix import (
     _key,
     _kind,
 )
-from .soak_report import _print, _verdict
-from .soak_results import results_for_gate
+from .report import _print, _verdict
+from .results import results_for_gate
 
 # SyntheticBackend and the mix's helpers are read from here by the tests
 __all__ = ["SyntheticBackend", "_classify", "_envelope", "_expected", "_key", "_kind",
@@ -171,7 +171,7 @@ async def _drive_child(address: str, args: argparse.Namespace) -> dict[str, Any]
     cmd = [
         sys.executable,
         "-m",
-        "vllm_nnrp_adapter.benchmark.soak",
+        "vllm_nnrp_adapter.benchmark.soak.soak",
         "--drive",
         address,
         "--ops",

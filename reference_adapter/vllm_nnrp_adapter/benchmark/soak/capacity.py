@@ -40,8 +40,9 @@ from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
 from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
+from vllm_nnrp_adapter.proc_cpu import TreeCpu, rss_bytes, thread_count, tree_cpu
 
-from .common import (
+from ..lib.results import (
     add_adapter_choice,
     median,
     metric,
@@ -50,8 +51,7 @@ from .common import (
     results_document,
     write_results,
 )
-from .proc_cpu import TreeCpu, rss_bytes, thread_count, tree_cpu
-from .streams import chat_envelope, engine_info, engine_settled, load_average, run_stream
+from ..lib.streams import chat_envelope, engine_info, engine_settled, load_average, run_stream
 
 __all__ = ["main"]
 

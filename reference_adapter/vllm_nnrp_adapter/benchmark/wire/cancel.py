@@ -1,4 +1,5 @@
-"""Cancellation under fan-out: N fast streams on one session, each cancelled mid-stream.
+"""``vllm-nnrp bench cancel``: cancellation under fan-out, N fast streams on one session,
+each cancelled mid-stream.
 
 A server learns of a cancel only by polling (notes §3, §6.7), and a poll returns one frame,
 so how a binding interleaves its sends and polls decides how long a cancel waits when many
@@ -29,10 +30,10 @@ from rich.table import Table
 
 from nnrp_conformance.client import NnrpClient
 
-from .common import metric, write_results
-from .common import results_document as build
+from ..lib.results import metric, write_results
+from ..lib.results import results_document as build
+from .servers import envelope
 from .wire import pct, server_process
-from .wire_servers import envelope
 
 FANOUTS = (1, 4, 16, 32)
 ENDLESS = 10_000_000  # events asked of the handler: far more than any run lets it send

@@ -6,7 +6,7 @@ NNRP client on loopback, against an adapter it starts with the tiny model or one
 ``DIR/bench/cancellation-latency.json`` (benchmark-results) and ``DIR/smoke.json``
 (case-results, re-judged by the release gate with ``nnrp_conformance.gate.smoke``).
 
-The pieces: :mod:`.streams` (requests and streamed samples), :mod:`.cancellation`, and
+The pieces: :mod:`..lib.streams` (requests and streamed samples), :mod:`.cancellation`, and
 :mod:`.smoke`; this module plans the runs, builds the documents and is the command.
 """
 
@@ -27,8 +27,7 @@ from nnrp_conformance.client import NnrpClient, NnrpClientError
 from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
 
-from .cancellation import cancel_summary, cancellation_latency
-from .common import (
+from ..lib.results import (
     BENCH_CANCELLATION_LATENCY,
     BENCH_STREAMING_LATENCY,
     add_adapter_choice,
@@ -37,17 +36,7 @@ from .common import (
     required_metrics,
     write_results,
 )
-from .smoke import (
-    SMOKE_CHECKS_FILE,
-    SMOKE_FILE,
-    SmokeCase,
-    judge_smoke_case,
-    run_smoke,
-    smoke_cases,
-    smoke_document,
-    smoke_result,
-)
-from .streams import (
+from ..lib.streams import (
     BACKEND_STAMP,
     TIMING_HINT,
     StreamSample,
@@ -59,8 +48,9 @@ from .streams import (
     load_average,
     run_stream,
 )
-from .vllm_documents import documents
-from .vllm_plan import (
+from .cancellation import cancel_summary, cancellation_latency
+from .documents import documents
+from .plan import (
     BACKEND_METRIC,
     CANCEL_METRIC,
     EVENTS_AFTER_CANCEL_TARGET,
@@ -69,6 +59,16 @@ from .vllm_plan import (
     QUICK,
     TTFT_METRIC,
     Plan,
+)
+from .smoke import (
+    SMOKE_CHECKS_FILE,
+    SMOKE_FILE,
+    SmokeCase,
+    judge_smoke_case,
+    run_smoke,
+    smoke_cases,
+    smoke_document,
+    smoke_result,
 )
 
 # the names tests and the other benchmarks read from here, now defined in the pieces

@@ -14,12 +14,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .common import machine_info, now_rfc3339, versions_info
+from ..lib.results import machine_info, now_rfc3339, versions_info
 
 
 def _commit() -> str | None:
     """The checkout's commit (``+dirty`` with local changes), when this runs from one."""
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[4]
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],

@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from .proc_cpu import rss_bytes
+from vllm_nnrp_adapter.proc_cpu import rss_bytes
 
 
 def _rss() -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import BENCH_LOAD, BENCH_SOAK, metric, results_document
+from ..lib.results import BENCH_LOAD, BENCH_SOAK, metric, results_document
 
 __all__ = ["OPS_PER_S", "SERVER_RSS", "results_for_gate"]
 
@@ -26,7 +26,7 @@ SERVER_RSS = {name: f"{name}.server_rss_mib" for name in (BENCH_SOAK, BENCH_LOAD
 
 def results_for_gate(doc: dict[str, Any], name: str) -> dict[str, Any]:
     """The benchmark-results document named ``name`` for the soak run ``doc``
-    (:func:`.soak_report._verdict`'s figures)."""
+    (:func:`.report._verdict`'s figures)."""
     after = [s["rss_mib"] for s in doc["samples"] if s["operations"] >= doc["warmup"]["operations"]]
     p = doc["parameters"]
     parameters: dict[str, str | int | float | bool | None] = {

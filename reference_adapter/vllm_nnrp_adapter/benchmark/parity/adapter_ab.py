@@ -36,10 +36,10 @@ from vllm_nnrp_adapter.conformance import (
     vllm_python,
 )
 
-from .parity_facts import MAX_TOKENS, Workload
-from .parity_report import summarise
-from .parity_run import FULL, QUICK, LeanPath, Plan, RoundResult, long_prompt, one_round
-from .streams import PROMPT, load_average
+from ..lib.streams import PROMPT, load_average
+from .facts import MAX_TOKENS, Workload
+from .report import summarise
+from .run import FULL, QUICK, LeanPath, Plan, RoundResult, long_prompt, one_round
 
 BASE, HEAD = "baseline", "this"
 

@@ -41,21 +41,13 @@ from vllm_nnrp_adapter.conformance import (
     vllm_python,
 )
 
-from .common import (
+from ..lib.results import (
     BENCH_PARITY,
     print_results,
     write_results,
 )
-from .http_sse import (
-    ChunkedDecoder,
-    HttpConnection,
-    HttpServer,
-    RequestSample,
-    SseParser,
-    content_of_chunk,
-    http_stream,
-)
-from .parity_facts import (
+from ..lib.streams import PROMPT, load_average
+from .facts import (
     CONCURRENCY,
     HTTP,
     HTTP_TPS,
@@ -67,8 +59,17 @@ from .parity_facts import (
     PER_STREAM,
     Workload,
 )
-from .parity_report import build_document, print_summary, summarise, targets
-from .parity_run import (
+from .http_sse import (
+    ChunkedDecoder,
+    HttpConnection,
+    HttpServer,
+    RequestSample,
+    SseParser,
+    content_of_chunk,
+    http_stream,
+)
+from .report import build_document, print_summary, summarise, targets
+from .run import (
     FULL,
     QUICK,
     HttpPath,
@@ -79,7 +80,6 @@ from .parity_run import (
     nnrp_path,
     round_order,
 )
-from .streams import PROMPT, load_average
 
 # what the tests and the hot-path profile read from here (defined in the pieces)
 __all__ = [

@@ -20,16 +20,13 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
 from vllm_nnrp_adapter.conformance import engine_environment
+from vllm_nnrp_adapter.proc_cpu import TreeCpu, tree_cpu
 
-from .common import (
+from ..lib.results import (
     run_concurrent,
 )
-from .http_sse import (
-    HttpConnection,
-    RequestSample,
-)
-from .lean_client import LeanSession
-from .parity_facts import (
+from ..lib.streams import chat_envelope, load_average, run_stream
+from .facts import (
     CONCURRENCY,
     LEAN,
     LONG_UNIT,
@@ -39,8 +36,11 @@ from .parity_facts import (
     PER_STREAM,
     Workload,
 )
-from .proc_cpu import TreeCpu, tree_cpu
-from .streams import chat_envelope, load_average, run_stream
+from .http_sse import (
+    HttpConnection,
+    RequestSample,
+)
+from .lean_client import LeanSession
 
 _C = TypeVar("_C")
 

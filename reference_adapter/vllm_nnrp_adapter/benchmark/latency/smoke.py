@@ -15,7 +15,14 @@ from nnrp_conformance import contract, validation
 from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.gate.smoke import sequence_problems
 
-from .streams import TOOLS, StreamSample, chat_envelope, engine_settled, late_frames, run_stream
+from ..lib.streams import (
+    TOOLS,
+    StreamSample,
+    chat_envelope,
+    engine_settled,
+    late_frames,
+    run_stream,
+)
 
 SMOKE_FILE = "smoke.json"
 #: every smoke request (gate-judged or not) with its local verdict; the gate ignores it

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from .common import (
+from ..lib.results import (
     BENCH_PARITY,
     median,
     metric,
@@ -19,7 +19,8 @@ from .common import (
     ratio,
     results_document,
 )
-from .parity_facts import (
+from ..lib.streams import gaps_ms
+from .facts import (
     CONCURRENCY,
     HTTP,
     HTTP_TPS,
@@ -31,8 +32,7 @@ from .parity_facts import (
     PATHS,
     Workload,
 )
-from .parity_run import Plan, RoundResult, _ok
-from .streams import gaps_ms
+from .run import Plan, RoundResult, _ok
 
 
 def summarise(rounds: Sequence[RoundResult]) -> dict[str, Any]:

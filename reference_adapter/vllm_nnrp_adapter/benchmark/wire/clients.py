@@ -17,7 +17,7 @@ from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.wire import codec, nodelay
 from nnrp_conformance.wire.pump import client_options, parse_address
 
-from .wire_servers import TERMINALS
+from .servers import TERMINALS
 
 
 class NaiveClient:

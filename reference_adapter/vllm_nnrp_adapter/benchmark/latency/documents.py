@@ -7,19 +7,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .cancellation import cancel_summary
-from .common import (
+from ..lib.results import (
     BENCH_CANCELLATION_LATENCY,
     BENCH_STREAMING_LATENCY,
     metric,
     percentile,
     results_document,
 )
-from .streams import (
+from ..lib.streams import (
     BACKEND_STAMP,
     StreamSample,
 )
-from .vllm_plan import (
+from .cancellation import cancel_summary
+from .plan import (
     BACKEND_METRIC,
     CANCEL_METRIC,
     EVENTS_AFTER_CANCEL_TARGET,

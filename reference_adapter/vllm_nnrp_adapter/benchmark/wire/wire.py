@@ -1,4 +1,5 @@
-"""Wire benchmark: the naive nnrp-py pattern vs our binding, side by side, cross-process.
+"""``vllm-nnrp bench wire``: the naive nnrp-py pattern vs our binding, side by side,
+cross-process.
 
 For each column a server subprocess is started (``--serve naive|ours``) and this process
 is the client (the naive public-API client, or ``NnrpClient``). Both run the same bench
@@ -26,10 +27,10 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
-from . import wire_clients
-from .common import BENCH_WIRE, metric, ratio_of, write_results
-from .common import results_document as build
-from .wire_servers import envelope, serve_floor, serve_naive, serve_ours
+from ..lib.results import BENCH_WIRE, metric, ratio_of, write_results
+from ..lib.results import results_document as build
+from . import clients as wire_clients
+from .servers import envelope, serve_floor, serve_naive, serve_ours
 
 STALL_MS = 30.0  # a Nagle/delayed-ACK stall is ~40 ms; anything above this counts as one
 
@@ -195,7 +196,7 @@ def results_document(results: dict[str, Any]) -> dict[str, Any]:
 def server_process(kind: str):  # type: ignore[no-untyped-def]
     extra = [f"--switch-interval-us={sys.getswitchinterval() * 1e6}"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_nnrp_adapter.benchmark.wire", "--serve", kind, *extra],
+        [sys.executable, "-m", "vllm_nnrp_adapter.benchmark.wire.wire", "--serve", kind, *extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

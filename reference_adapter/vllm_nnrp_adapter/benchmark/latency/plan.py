@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .common import (
+from ..lib.results import (
     BENCH_CANCELLATION_LATENCY,
     BENCH_STREAMING_LATENCY,
     required_metrics,

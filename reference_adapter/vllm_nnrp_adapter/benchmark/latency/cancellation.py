@@ -12,11 +12,11 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 
-from .common import (
+from ..lib.results import (
     median,
     run_concurrent,
 )
-from .streams import (
+from ..lib.streams import (
     TIMING_HINT,
     StreamSample,
     chat_envelope,
@@ -25,7 +25,7 @@ from .streams import (
 )
 
 if TYPE_CHECKING:
-    from .vllm_plan import Plan
+    from .plan import Plan
 
 
 def cancel_summary(samples: Sequence[StreamSample]) -> dict[str, Any]:

@@ -38,7 +38,10 @@ from vllm_nnrp_adapter.conformance import (
     vllm_python,
 )
 
-from .hotpath_categories import (
+from ..lib.streams import PROMPT, load_average
+from ..parity.http_sse import HttpServer, RequestSample
+from ..parity.run import HttpPath, LeanPath, NnrpPath
+from .categories import (
     CATEGORIES,
     NATIVE,
     OTHER,
@@ -48,12 +51,9 @@ from .hotpath_categories import (
     parse_raw,
     shares,
 )
-from .hotpath_threads import per_token_by_pool, pool_table, read_threads
-from .http_sse import HttpServer, RequestSample
-from .parity_run import HttpPath, LeanPath, NnrpPath
-from .streams import PROMPT, load_average
+from .threads import per_token_by_pool, pool_table, read_threads
 
-# the attribution is hotpath_categories'; the tests read it from here too
+# the attribution is categories.py's; the tests read it from here too
 __all__ = [
     "CATEGORIES",
     "NATIVE",

@@ -4,7 +4,7 @@ concurrency levels."""
 
 from __future__ import annotations
 
-from .common import (
+from ..lib.results import (
     BENCH_PARITY,
     required_metrics,
 )
