@@ -1,9 +1,12 @@
 """The adapter's NNRP server binding on nnrp-py: frames in, profile events out.
 
-Rooms: ``server`` (listener, accept thread, lifecycle, the shared poll budget), ``pump`` (one
-thread per session), ``operations`` (the policy for one operation), ``operation`` (what a
-handler is given and the state the loop and the pump share), ``sdk`` (the only module that
-touches nnrp-py's private entry points).
+Rooms: ``server`` (listener, accept thread, lifecycle, the shared poll budget; the only room
+that knows both sides), ``pump`` (one thread per session), ``operations`` (the policy for one
+operation), ``sides`` (the pump and the loop's side as each sees the other, so neither imports
+the other), ``operation`` (what a handler is given and the state the loop and the pump share),
+``hints`` (the envelope's ``nnrp`` member as the binding acts on it), ``terminal`` (an
+operation's one terminal as frames), ``sdk`` (the only module that touches nnrp-py's private
+entry points).
 
 Owns: listening (tcp default; ipc/ws/quic by scheme), per-session pump threads, checking
 each FRAME_SUBMIT against the wire mapping (spec §3; violations get the profile error

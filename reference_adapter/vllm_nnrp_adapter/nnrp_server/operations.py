@@ -13,7 +13,7 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -22,39 +22,12 @@ from nnrp_conformance.wire import codec
 from nnrp_conformance.wire.codec import WireViolation
 from vllm_nnrp_adapter import profile
 
+from .hints import Hints
 from .operation import CancelInfo, Handler, OperationContext, _Op, _Terminal
-
-if TYPE_CHECKING:
-    from .pump import _SessionPump
+from .sides import Session
+from .terminal import error_status, error_terminal
 
 log = logging.getLogger("vllm_nnrp_adapter.nnrp_server")
-
-
-@dataclass(frozen=True, slots=True)
-class _Hints:
-    """The envelope's ``nnrp`` member as the binding acts on it (invalid values ignored: the
-    handler's envelope check reports them)."""
-
-    timeout_ms: int | None
-    cancel_after: int | None
-    want_diagnostics: bool
-
-    @classmethod
-    def of(cls, envelope: dict[str, Any]) -> _Hints:
-        raw = envelope.get("nnrp")
-        nnrp: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        timeout_ms = nnrp.get("timeout_ms")
-        cancel_after = nnrp.get("cancel_after_events")
-        return cls(
-            timeout_ms if _positive_int(timeout_ms, 1) else None,
-            # 0 is not a valid hint: the envelope check rejects it
-            cancel_after if _positive_int(cancel_after, 1) else None,
-            nnrp.get("diagnostics") is True,
-        )
-
-
-def _positive_int(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 @dataclass(slots=True)
@@ -80,19 +53,19 @@ class _OperationRunner:
     stats: dict[str, int]
     _tasks: set[asyncio.Task[None]]
 
-    def _start_op(self, sess: _SessionPump, op: _Op) -> None:
+    def _start_op(self, sess: Session, op: _Op) -> None:
         task = asyncio.ensure_future(self._run_op(sess, op))
         op.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run_op(self, sess: _SessionPump, op: _Op) -> None:
+    async def _run_op(self, sess: Session, op: _Op) -> None:
         """One operation, start to its one terminal: admit, stream the handler, conclude."""
         self.stats["operations"] += 1
         envelope = self._admit(sess, op)
         if envelope is None:
             return
-        hints = _Hints.of(envelope)
+        hints = Hints.of(envelope)
         ctx = OperationContext(
             envelope,
             op.operation_id,
@@ -111,7 +84,7 @@ class _OperationRunner:
             return  # _on_cancelled owns the terminal
         await self._conclude(sess, op, ctx, hints, streamed)
 
-    def _admit(self, sess: _SessionPump, op: _Op) -> dict[str, Any] | None:
+    def _admit(self, sess: Session, op: _Op) -> dict[str, Any] | None:
         """The submit's envelope, or None when the operation was refused (and so ended): a
         frame that breaks the wire mapping, one that cannot be decoded, one too many."""
         try:
@@ -124,7 +97,7 @@ class _OperationRunner:
                 else contract.ERR_INVALID_REQUEST
             )
             self._finish(
-                sess, op, self._error(code, f"wire mapping violated ({exc.rule}): {exc.detail}")
+                sess, op, error_terminal(code, f"wire mapping violated ({exc.rule}): {exc.detail}")
             )
             return None
         except Exception as exc:  # the operation must still end exactly once
@@ -132,14 +105,14 @@ class _OperationRunner:
             self._finish(
                 sess,
                 op,
-                self._error(contract.ERR_INTERNAL, f"submit could not be decoded: {exc!r}"),
+                error_terminal(contract.ERR_INTERNAL, f"submit could not be decoded: {exc!r}"),
             )
             return None
         if len(sess.ops) > self.max_in_flight:
             self._finish(
                 sess,
                 op,
-                self._error(
+                error_terminal(
                     contract.ERR_OVERLOADED,
                     (f"more than {self.max_in_flight} operations in flight on this connection"),
                 ),
@@ -148,7 +121,7 @@ class _OperationRunner:
         return envelope
 
     async def _stream(
-        self, sess: _SessionPump, op: _Op, ctx: OperationContext, hints: _Hints
+        self, sess: Session, op: _Op, ctx: OperationContext, hints: Hints
     ) -> _Streamed:
         """Run the handler, queueing each event for the pump (bounded queue: the flow
         control), until it ends, yields a terminal, fails, or a stop, deadline or hint."""
@@ -213,7 +186,7 @@ class _OperationRunner:
         return out
 
     async def _conclude(
-        self, sess: _SessionPump, op: _Op, ctx: OperationContext, hints: _Hints,
+        self, sess: Session, op: _Op, ctx: OperationContext, hints: Hints,
         streamed: _Streamed,
     ) -> None:
         """The one terminal of an operation nobody cancelled: the deadline's error, the
@@ -232,7 +205,7 @@ class _OperationRunner:
             self._finish(
                 sess,
                 op,
-                self._error(
+                error_terminal(
                     contract.ERR_TIMEOUT,
                     (f"operation exceeded nnrp.timeout_ms={hints.timeout_ms} after "
                      f"{op.sent} events"),
@@ -261,7 +234,7 @@ class _OperationRunner:
         if failure is not None:
             msg = f"handler failed: {type(failure).__name__}: {failure}"
             log.warning("op %s: %s", op.operation_id, msg)
-            self._finish(sess, op, self._error(contract.ERR_INTERNAL, msg, diag))
+            self._finish(sess, op, error_terminal(contract.ERR_INTERNAL, msg, diag))
             return
         terminal = streamed.terminal
         if terminal is None:
@@ -270,10 +243,10 @@ class _OperationRunner:
         status = contract.WIRE_STATUS_OK
         if terminal["type"] == contract.EV_ERROR:
             code = (terminal.get("error") or {}).get("code", contract.ERR_INTERNAL)
-            status = _error_status(code)
+            status = error_status(code)
         self._finish(sess, op, _Terminal("push", codec.with_diagnostics(terminal, diag), status))
 
-    def _decode(self, sess: _SessionPump, op: _Op) -> dict[str, Any]:
+    def _decode(self, sess: Session, op: _Op) -> dict[str, Any]:
         submit = op.native.submit
         body = bytes(submit.tail.body)
         if len(body) > self.max_envelope_bytes + 256:
@@ -284,20 +257,13 @@ class _OperationRunner:
         envelope = codec.decode_submit(submit.metadata.value, body)
         return envelope
 
-    def _error(self, code: str, message: str, diag: dict[str, Any] | None = None) -> _Terminal:
-        return _Terminal(
-            "push",
-            codec.with_diagnostics(profile.error_event(code, message), diag),
-            _error_status(code),
-        )
-
-    def _finish(self, sess: _SessionPump, op: _Op, term: _Terminal) -> None:
+    def _finish(self, sess: Session, op: _Op, term: _Terminal) -> None:
         if op.terminal is not None or op.terminal_sent or op.done:
             return
         sess.enqueue(op, terminal=term)
 
     def _diagnostics(
-        self, sess: _SessionPump, op: _Op, ctx: OperationContext | None
+        self, sess: Session, op: _Op, ctx: OperationContext | None
     ) -> dict[str, Any]:
         d: dict[str, Any] = {
             "operation_id": op.operation_id,
@@ -327,7 +293,7 @@ class _OperationRunner:
         }
 
     async def _stop_by_policy(
-        self, sess: _SessionPump, op: _Op, ctx: OperationContext, source: str, reason: str
+        self, sess: Session, op: _Op, ctx: OperationContext, source: str, reason: str
     ) -> dict[str, Any]:
         """A stop the server decided (deadline, in-band hint): abort, then the diagnostics."""
         info = CancelInfo(source, reason, time.perf_counter_ns())
@@ -362,12 +328,12 @@ class _OperationRunner:
             out["abort_errors"] = errors
         return out
 
-    def _on_deadline_hit(self, sess: _SessionPump, op: _Op) -> None:
+    def _on_deadline_hit(self, sess: Session, op: _Op) -> None:
         scope = op.scope
         if scope is not None:
             scope.cancel()
 
-    def _on_cancelled(self, sess: _SessionPump, op: _Op) -> None:
+    def _on_cancelled(self, sess: Session, op: _Op) -> None:
         """The pump saw a cancel/disconnect: stop the handler, run abort, send the drop."""
         info = op.cancel_info
         assert info is not None
@@ -379,7 +345,7 @@ class _OperationRunner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _cancelled_terminal(self, sess: _SessionPump, op: _Op, info: CancelInfo) -> None:
+    async def _cancelled_terminal(self, sess: Session, op: _Op, info: CancelInfo) -> None:
         running = op.task
         if running is not None and not running.done():
             with anyio.move_on_after(self.abort_hook_timeout):
@@ -408,11 +374,3 @@ class _OperationRunner:
             ),
         )
 
-
-def _error_status(code: str) -> int:
-    family = contract.ERROR_CODES.get(code, contract.ERR_TYPE_SERVER)
-    return (
-        contract.WIRE_STATUS_ERROR
-        if family == contract.ERR_TYPE_INVALID_REQUEST
-        else contract.WIRE_STATUS_SERVER_ERROR
-    )

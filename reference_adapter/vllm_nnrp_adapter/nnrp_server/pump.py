@@ -5,7 +5,7 @@ nnrp-py serialises calls per session and has no wakeable poll (an idle poll bloc
 is not imminent (right after a send on a slow stream, every ``hot_poll_interval_ms`` on a fast
 one, continuously when no operation is in flight); sessions with work in flight share the
 server's poll budget. Incoming frames (submits, cancels) go to the event loop through
-:meth:`NnrpServer._loop_call`; the loop queues events back with :meth:`_SessionPump.enqueue`.
+:meth:`.sides.PumpHost._loop_call`; the loop queues events back with :meth:`_SessionPump.enqueue`.
 """
 
 from __future__ import annotations
@@ -15,27 +15,20 @@ import collections
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nnrp.core import MessageType
 from nnrp.native import NativeInvalidStateError, NativeRuntimeError, NativeWouldBlockError
-from nnrp.runtime import (
-    OperationState,
-    PartialResultMetadata,
-    ResultDropReasonMetadata,
-    RuntimeRole,
-)
+from nnrp.runtime import OperationState, PartialResultMetadata
 from nnrp.server import NativeServerEventKind
 
 from nnrp_conformance import contract
-from nnrp_conformance.wire import codec
 from nnrp_conformance.wire.pump import DETAIL_STALE_OR_GONE, detail_code, status_text
 
 from . import sdk
 from .operation import CancelInfo, _Op, _Terminal
-
-if TYPE_CHECKING:
-    from .server import NnrpServer
+from .sides import PumpHost
+from .terminal import final_counts, send_terminal
 
 log = logging.getLogger("vllm_nnrp_adapter.nnrp_server")
 
@@ -53,7 +46,7 @@ _GONE_THRESHOLD = 32  # consecutive 3/4/105 polls that mean the peer is gone (no
 class _SessionPump:
     """One nnrp-py server session and the OS thread that owns it."""
 
-    def __init__(self, server: NnrpServer, native: Any, connection_id: int) -> None:
+    def __init__(self, server: PumpHost, native: Any, connection_id: int) -> None:
         self.server = server
         self.native = native
         self.connection_id = connection_id
@@ -279,28 +272,10 @@ class _SessionPump:
         assert term is not None
         op.terminal_sent = True
         if op.stop_reason not in (None, "terminal"):
-            _final_counts(term.event, op.sent)
+            final_counts(term.event, op.sent)
         op.stop_reason = op.stop_reason or "terminal"
         try:
-            if term.kind == "push":
-                md, body = codec.encode_result_push(
-                    op.frame_id, term.event, status_code=term.status_code
-                )
-                sdk.send_result(op.native, md, body)
-            else:
-                diag = codec.dump_json(term.event) if term.event is not None else b""
-                sdk.send_drop(
-                    op.native,
-                    ResultDropReasonMetadata(
-                        op.operation_id,
-                        op.seq + 1,
-                        term.drop_reason,
-                        RuntimeRole.SERVER,
-                        0,
-                        len(diag),
-                    ),
-                    diag,
-                )
+            send_terminal(op, term)
         except NativeRuntimeError as exc:
             if term.kind == "push" and op.cancel_info is None:
                 # the client cancelled between our last poll and this push: the SDK now only
@@ -402,23 +377,6 @@ class _SessionPump:
             self.native.close()
         except NativeRuntimeError as exc:
             log.debug("session %s close: %s", self.session_id, status_text(exc))
-
-
-def _final_counts(event: dict[str, Any] | None, sent: int) -> None:
-    """Set the sent-event counts of a stopped op's diagnostics from the pump's final count.
-
-    The loop builds the diagnostics while this thread may be finishing a send it began before
-    the stop, so its reading of ``op.sent`` can be one short; here, on the only thread that
-    sends, with the terminal about to go, the count is final.
-    """
-    if not isinstance(event, dict):
-        return
-    _, diag = codec.split_diagnostics(event)  # the event's own diagnostics object, or {}
-    if "events_emitted" in diag:
-        diag["events_emitted"] = sent
-    cancellation = diag.get("cancellation")
-    if isinstance(cancellation, dict) and "events_sent" in cancellation:
-        cancellation["events_sent"] = sent
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

@@ -32,6 +32,7 @@ from . import sdk
 from .operation import Handler
 from .operations import _OperationRunner
 from .pump import _SESSION_IDLE_POLL_MS, _SessionPump
+from .sides import Session
 
 __all__ = ["NnrpServer"]
 
@@ -242,7 +243,7 @@ class NnrpServer(_OperationRunner):
             return 0
         return int(self.busy_sessions * 1e9 / self.busy_poll_budget_per_s)
 
-    def _session_ended(self, sess: _SessionPump) -> None:
+    def _session_ended(self, sess: Session) -> None:
         self.sessions.pop(sess.connection_id, None)
         if sess.closed and self._native_server is not None:
             sdk.forget_closed_session(self._native_server, sess.native)

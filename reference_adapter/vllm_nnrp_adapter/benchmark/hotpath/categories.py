@@ -90,6 +90,7 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
                 "send_result",
                 "send_drop",
                 "send_terminal_reply",
+                "send_terminal",
                 "_send_drop",
                 "_send_terminal",
                 "_flush",
