@@ -1,10 +1,13 @@
-"""The packages' import graph has no cycles (issue 15): a module may import what sits below it,
-never something that imports it back, not even from inside a function body.
+"""Each package's import graph has no circle (issues 15 and 39): a module may import what sits
+below it, never something that imports it back, not from inside a function body and not under
+``if TYPE_CHECKING:`` either (an import for annotations only happens at no run time, but the
+two files still cannot be read, changed or moved one without the other: a circle of rooms).
 
 Read statically with ``ast`` (nothing is imported), every ``import`` of ``suite/`` and
-``reference_adapter/`` counted wherever it stands, except under ``if TYPE_CHECKING:`` (type
-annotations only: no import happens at run time). A cycle is reported with the edge that
-closes it and where that import stands, so the failure says what to move.
+``reference_adapter/`` counted wherever it stands. A circle is reported with its edges and
+where each import stands, so the failure says what to move. What both sides of a circle need
+goes below both (a small module of shared types or protocols, like
+``vllm_nnrp_adapter/nnrp_server/sides.py``), never into a late import.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+def _imports(tree: ast.AST, *, type_only: bool = True) -> list[ast.Import | ast.ImportFrom]:
+    """Every import in ``tree`` wherever it stands; without those under ``if TYPE_CHECKING:``
+    when ``type_only`` is false."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if not type_only and isinstance(node, ast.If) and _type_checking_only(node):
             for child in node.orelse:
                 visit(child)
             return
@@ -70,8 +75,9 @@ def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -
     return [origin] + [f"{origin}.{alias.name}" for alias in node.names]
 
 
-def import_graph() -> dict[str, dict[str, str]]:
-    """module -> {imported module of ours: 'path:line' of the import}."""
+def import_graph(package: str | None = None) -> dict[str, dict[str, str]]:
+    """module -> {imported module of ours: 'path:line' of the import}, every import counted
+    (type-only ones too); the modules of ``package`` only when it is given."""
     mods = modules()
     graph: dict[str, dict[str, str]] = {}
     for name, path in mods.items():
@@ -83,6 +89,12 @@ def import_graph() -> dict[str, dict[str, str]]:
                 if target in mods and target != name and not name.startswith(target + "."):
                     edges.setdefault(target, f"{path.relative_to(ROOT)}:{node.lineno}")
         graph[name] = edges
+    if package is not None:
+        graph = {
+            m: {dst: where for dst, where in edges.items() if dst.split(".")[0] == package}
+            for m, edges in graph.items()
+            if m.split(".")[0] == package
+        }
     return graph
 
 
@@ -132,9 +144,14 @@ def cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
     return found
 
 
-def test_the_packages_have_no_import_cycle() -> None:
-    graph = import_graph()
-    assert len(graph) > 60, "the walk found too few modules: the layout moved"
+#: the fewest modules each package's walk must find (fewer: the layout moved under the test)
+LEAST_MODULES = {"nnrp_conformance": 60, "vllm_nnrp_adapter": 60}
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_the_package_has_no_import_circle(package: str) -> None:
+    graph = import_graph(package)
+    assert len(graph) >= LEAST_MODULES[package], "the walk found too few modules: layout moved"
     problems = []
     for component in cycles(graph):
         members = set(component)
@@ -144,7 +161,7 @@ def test_the_packages_have_no_import_cycle() -> None:
             for dst, where in sorted(graph[src].items())
             if dst in members
         ]
-        problems.append("import cycle among " + ", ".join(component) + ":\n" + "\n".join(edges))
+        problems.append("import circle among " + ", ".join(component) + ":\n" + "\n".join(edges))
     assert not problems, "\n".join(problems)
 
 
@@ -160,12 +177,13 @@ def test_cycles_are_found(graph: dict[str, dict[str, str]], expected: list[list[
     assert sorted(cycles(graph)) == expected
 
 
-def test_imports_in_function_bodies_count_and_type_checking_ones_do_not() -> None:
+def test_imports_in_function_bodies_and_type_checking_blocks_count() -> None:
     source = "import os\n\ndef late():\n    from pkg import b\n"
     tree = ast.parse(source)
     assert [n.lineno for n in _imports(tree)] == [1, 4]
     typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
-    assert [n.lineno for n in _imports(ast.parse(typed))] == [1]
+    assert [n.lineno for n in _imports(ast.parse(typed))] == [1, 3]
+    assert [n.lineno for n in _imports(ast.parse(typed), type_only=False)] == [1]
 
 
 #: the suite's faces and outputs; everything else in nnrp_conformance is the core
@@ -181,6 +199,22 @@ def test_the_suite_core_never_imports_a_report() -> None:
     found = [f"{m} -> {dst} ({where})" for m in sorted(core)
              for dst, where in sorted(graph[m].items())
              if dst == "nnrp_conformance.reports" or dst.startswith("nnrp_conformance.reports.")]
+    assert found == []
+
+
+#: the adapter's faces, the only modules outside its benchmarks that may import them
+ADAPTER_FACES = ("vllm_nnrp_adapter.cli", "vllm_nnrp_adapter.release")
+BENCHMARKS = "vllm_nnrp_adapter.benchmark"
+
+
+def test_the_adapter_core_never_imports_a_benchmark() -> None:
+    graph = import_graph("vllm_nnrp_adapter")
+    core = [m for m in graph if m not in ADAPTER_FACES
+            and m != BENCHMARKS and not m.startswith(BENCHMARKS + ".")]
+    assert "vllm_nnrp_adapter.conformance" in core and "vllm_nnrp_adapter.serve" in core
+    found = [f"{m} -> {dst} ({where})" for m in sorted(core)
+             for dst, where in sorted(graph[m].items())
+             if dst == BENCHMARKS or dst.startswith(BENCHMARKS + ".")]
     assert found == []
 
 
