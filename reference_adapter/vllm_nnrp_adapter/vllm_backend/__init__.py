@@ -4,7 +4,8 @@ This package owns: which vLLM is installed (``versions``), one binding per vLLM 
 family (``families``: where that family keeps each object the adapter uses, ``symbols`` names
 them, and what its releases break, ``lines`` names the features; chosen once at start-up,
 the only place that compares vLLM versions), starting the engine exactly as ``vllm serve`` would from the same
-flags and calling the chat, Responses and models serving objects (``backend``),
+flags and calling the chat, Responses and models serving objects (``backend``; each
+request's way from claim to end, streams and aborts included, in ``inflight``),
 parsing what it streams (``chunks``), and turning vLLM's rejections into
 :class:`BackendError` with the original status, type and message preserved (``errors``).
 It knows nothing of NNRP.
