@@ -29,16 +29,10 @@ from rich.console import Console
 from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE, POLICY_FILE
 
 from . import CURRENT_TESTED, TESTED_VERSIONS
+from .adapter_process import AdapterProcess
 from .benchmark.lib.results import BENCH_LOAD, BENCH_SOAK
-from .conformance import (
-    REPO_ROOT,
-    AdapterProcess,
-    ConformanceSetupError,
-    manifest_for_vllm,
-    run_suite,
-    tiny_model,
-    vllm_python,
-)
+from .conformance import manifest_for_vllm, run_suite
+from .embedded import REPO_ROOT, ConformanceSetupError, tiny_model, vllm_python
 from .policy import policy_path
 from .settings import default_manifest_path
 from .vllm_backend.families import limitations
@@ -87,7 +81,7 @@ def _bench(python: str, name: str, args: Sequence[str]) -> int:
 
 def suite_adapter_log(vdir: Path) -> Path:
     """The log of the adapter the suite and the latency benchmarks ran against; the parity
-    benchmark's own adapter logs elsewhere (``benchmark.parity.log_paths``)."""
+    benchmark's own adapter logs elsewhere (``benchmark.parity.parity.log_paths``)."""
     return vdir / ADAPTER_LOG
 
 

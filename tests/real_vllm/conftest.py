@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.conformance import (
-    AdapterProcess,
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.embedded import (
     ConformanceSetupError,
     engine_environment,
     tiny_model,

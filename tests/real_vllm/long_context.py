@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vllm_nnrp_adapter.conformance import EMBEDDED_ENGINE_ARGS, AdapterProcess, tiny_model
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.embedded import EMBEDDED_ENGINE_ARGS, tiny_model
 
 LONG_CONTEXT = 32768
 MAX_TOKENS = 30000

@@ -20,7 +20,7 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClientError
-from vllm_nnrp_adapter.conformance import AdapterProcess
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.serve import EXIT_ENGINE_DIED
 
 # the adapter's answer to a dead engine core; vLLM's engine-core process model is the same on

@@ -32,13 +32,10 @@ from typing import Any
 
 import pytest
 
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.benchmark.parity.http_sse import free_port
-from vllm_nnrp_adapter.conformance import (
-    EMBEDDED_ENGINE_ARGS,
-    AdapterProcess,
-    engine_environment,
-    manifest_for_vllm,
-)
+from vllm_nnrp_adapter.conformance import manifest_for_vllm
+from vllm_nnrp_adapter.embedded import EMBEDDED_ENGINE_ARGS, engine_environment
 from vllm_nnrp_adapter.processes import (
     process_tree,
     shm_files_in_use,

@@ -26,7 +26,8 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate
-from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.conformance import manifest_for_vllm, run_suite
 from vllm_nnrp_adapter.vllm_plugin import MIDDLEWARE
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]

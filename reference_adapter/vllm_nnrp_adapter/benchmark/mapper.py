@@ -33,7 +33,7 @@ from rich.console import Console
 from nnrp_conformance.wire import codec
 
 from .. import TESTED_VERSIONS
-from ..conformance import REPO_ROOT
+from ..embedded import REPO_ROOT
 from ..mapping import ChunkMapper
 from ..vllm_backend import parse_sse
 from .lib.results import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results

@@ -29,10 +29,10 @@ from typing import Any
 import anyio
 
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.conformance import (
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.embedded import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
-    AdapterProcess,
     ConformanceSetupError,
     tiny_model,
     vllm_python,

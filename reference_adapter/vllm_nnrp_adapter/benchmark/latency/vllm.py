@@ -25,7 +25,8 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.conformance import AdapterProcess, tiny_model, vllm_python
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.embedded import tiny_model, vllm_python
 
 from ..lib.results import (
     BENCH_CANCELLATION_LATENCY,

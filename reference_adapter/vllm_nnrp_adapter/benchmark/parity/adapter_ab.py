@@ -27,10 +27,10 @@ import anyio
 
 from nnrp_conformance.client import NnrpClientError
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.conformance import (
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.embedded import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
-    AdapterProcess,
     ConformanceSetupError,
     tiny_model,
     vllm_python,

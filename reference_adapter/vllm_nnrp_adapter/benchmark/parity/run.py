@@ -19,7 +19,7 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter.conformance import engine_environment
+from vllm_nnrp_adapter.embedded import engine_environment
 from vllm_nnrp_adapter.proc_cpu import TreeCpu, tree_cpu
 
 from ..lib.results import (
