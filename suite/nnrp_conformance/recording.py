@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nnrp_conformance import runner
+from nnrp_conformance import case_results
 from nnrp_conformance.baseline import Baseline, updated_baseline, write_baseline
 from nnrp_conformance.events import (
     CaseFinished,
@@ -86,7 +86,7 @@ def fill_not_run(plan: Any, bus: EventBus) -> None:
     hold one result per case and a partial run never passes for a complete one."""
     for case in plan.cases:
         if case.id not in bus.records:
-            rec = CaseRecord.from_result(runner.skipped_result(case))
+            rec = CaseRecord.from_result(case_results.skipped_result(case))
             upstream = {**rec.upstream, "message": NOT_RUN_REASON}
             upstream["diagnostics"] = {**upstream.get("diagnostics", {}),
                                        "reason": NOT_RUN_REASON, "not_run": True}

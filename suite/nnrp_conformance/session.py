@@ -26,7 +26,7 @@ from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from nnrp_conformance import concurrency, contract, runner
+from nnrp_conformance import case_results, concurrency, contract, runner
 from nnrp_conformance.artifacts import Artifacts, write_json
 from nnrp_conformance.baseline import Baseline, BaselineError, load_baseline
 from nnrp_conformance.events import RunStarted
@@ -309,9 +309,9 @@ class ConformanceCore:
         """Run one planned case; a case the plan did not select comes back as a skipped
         result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
         if case.selection != contract.SEL_SELECTED and not force:
-            return runner.skipped_result(case)
+            return case_results.skipped_result(case)
         if len(self._silent) >= self.options.unresponsive_after:
-            return runner.unresponsive_result(case, self.unresponsive_reason())
+            return case_results.unresponsive_result(case, self.unresponsive_reason())
         before = self.client.frames_received
         run = self._run_options(timeout)
         if case.companions:  # a concurrency recipe: its operations in flight together
@@ -343,7 +343,7 @@ class ConformanceCore:
         """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
         together, each judged as usual plus the cross-operation rules (concurrency.py)."""
         if len(self._silent) >= self.options.unresponsive_after:
-            return [runner.unresponsive_result(c, self.unresponsive_reason()) for c in cases]
+            return [case_results.unresponsive_result(c, self.unresponsive_reason()) for c in cases]
         before = self.client.frames_received
         results = self.portal.call(functools.partial(
             concurrency.run_batch, self.client, cases, **self._run_options(timeout)))
