@@ -54,6 +54,10 @@ class CaseResult:
     diagnostics: dict[str, Any] = field(default_factory=dict)
     #: the case's frame trace (``trace.frame_trace``) when the run asked for one
     trace: list[dict[str, Any]] | None = None
+    #: when the operation was submitted and when the endpoint's terminal arrived
+    #: (perf_counter ns; None: no terminal from the endpoint): which operations were in flight
+    #: together (``checks/concurrency.py``); never written to a report
+    span_ns: tuple[int, int | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def findings(self) -> list[Finding]:

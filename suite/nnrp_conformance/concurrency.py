@@ -114,7 +114,7 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[case_results.Case
         members.append(Member(
             _name(case), case.expected_terminal, result.terminal, events, terminal,
             result.diagnostics.get("cancelled_after_event") is not None,
-            list(result.verdict.findings)))
+            list(result.verdict.findings), span_ns=result.span_ns))
     return members
 
 

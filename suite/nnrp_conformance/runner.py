@@ -15,6 +15,7 @@ lifecycle ``CANCELLED`` after our own cancel is evidence, never a terminal.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -246,6 +247,7 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
         "expired_by": extra.get("expired_by"),
         "last_frame": extra.get("last_frame"),
         "frames": _frame_summary(obs.raw_events),
+        "slowest_gap_ms": _slowest_gap_ms(op),
         "wire_findings": list(obs.wire_findings),
         "notes": list(case.notes),
     }
@@ -256,6 +258,7 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
         events=events, duration_s=duration, started_at=started_at, level=case.level,
         status=case.status, selection=case.selection, reason=case.reason,
         diagnostics=diagnostics, trace=frame_trace(op) if trace and op is not None else None,
+        span_ns=_span_ns(op),
     ), op
 
 
@@ -324,6 +327,30 @@ def _cancel_evidence(op: Any, term: Any, cancel_ns: int) -> dict[str, Any]:
         "endpoint_events_sent": (cancellation or {}).get("events_sent")
         if isinstance(cancellation, dict) else None,
     }
+
+
+def _span_ns(op: Any) -> tuple[int, int | None] | None:
+    """When ``op`` was submitted and when the endpoint's own terminal arrived."""
+    submitted = getattr(op, "submitted_at_ns", None)
+    if not isinstance(submitted, int):
+        return None
+    term = getattr(op, "terminal", None)
+    ended = getattr(term, "received_at_ns", None) \
+        if getattr(term, "delivery", None) in DELIVERIES_FROM_ENDPOINT else None
+    return submitted, ended
+
+
+def _slowest_gap_ms(op: Any) -> float | None:
+    """The longest the endpoint kept this operation waiting for its next frame (from the
+    submit to the first frame, between frames, to its terminal), for an operation the
+    endpoint ended: the pace it has shown, which bounds how long a later case waits for a
+    frame once an earlier one was left silent (``run_cases.py``). None: it did not end it."""
+    span = _span_ns(op)
+    if span is None or span[1] is None:
+        return None
+    times = [span[0], *(ev.received_at_ns for ev in getattr(op, "received", ())
+                        if ev.kind != "lifecycle" and ev.received_at_ns <= span[1]), span[1]]
+    return round(float(max(b - a for a, b in itertools.pairwise(times))) / 1e6, 3)
 
 
 def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:
