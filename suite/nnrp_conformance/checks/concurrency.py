@@ -38,11 +38,14 @@ from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.context import show, type_of
 from nnrp_conformance.findings import Finding
 
-__all__ = ["EXPECTATION_RULES", "Member", "judge_group", "mark_refusals"]
+__all__ = ["REFUSAL_OWN_RULES", "Member", "judge_group", "mark_refusals"]
 
-#: the findings of a refused operation that only say it did not get what its recipe expects
-EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected", "error.code",
-                               "error.code-choice", "nonstreaming.single-result"))
+#: what a refused operation is still judged by: the refusal itself (its error body and
+#: event, its frames, one terminal and nothing after it). Every other finding only says it
+#: did not get what its request asked for (its terminal, events, body, usage, cancel point,
+#: and the code: the profile names none for the overload row) and is set aside.
+REFUSAL_OWN_RULES = ("error.body", "event.", "wire.", "terminal.exactly-once",
+                     "terminal.after", "cancel.late-event")
 _ENDINGS = (contract.TERMINAL_CANCELLED, contract.TERMINAL_ERROR)
 
 
@@ -228,7 +231,7 @@ def _check_neighbours(members: list[Member], strict: bool) -> None:
 
 def _set_aside(member: Member) -> None:
     """The overload reading: a refused operation's expectation findings become one note."""
-    kept = [f for f in member.findings if f.rule not in EXPECTATION_RULES]
+    kept = [f for f in member.findings if f.rule.startswith(REFUSAL_OWN_RULES)]
     if len(kept) == len(member.findings) and member.terminal == member.expected_terminal:
         return
     err = member.terminal_event.get("error")
