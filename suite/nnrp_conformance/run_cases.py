@@ -235,6 +235,8 @@ class CaseSessions:
 
 
 def _refusal_shaped(result: Any) -> bool:
-    """An error terminal before any output (the shape of the profile's overload row)."""
-    return result.terminal == contract.TERMINAL_ERROR and not result.diagnostics.get(
-        "event_count")
+    """An error terminal before any output, for a request that did not call for an error
+    (the shape of the profile's overload row)."""
+    diag = result.diagnostics
+    return result.terminal == contract.TERMINAL_ERROR and not diag.get("event_count") \
+        and diag.get("expected_terminal") != contract.TERMINAL_ERROR

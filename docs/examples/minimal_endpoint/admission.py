@@ -7,9 +7,10 @@ every cancel answered:
 * ``cancel-leak-cap``: never ends an operation its client cancelled (it stops streaming and
   sends no terminal, as the upstream vLLM adapter answering ``FRAME_CANCEL`` with
   ``frame_cancel_unsupported`` does) and admits at most ``LEAK_CAP`` operations per session,
-  refusing the excess with the upstream adapter's ``adapter_operation_limit``. Leaked
-  operations fill the limit: a client that ran every case on one session would see
-  unrelated cases refused after the cancel cases. A defect of cancel handling only.
+  refusing the excess with the upstream adapter's ``adapter_operation_limit`` (its limit is
+  4; 2 here, so that the two cancel cases of Level 1 fill it). Leaked operations fill the
+  limit: a client that ran every case on one session would see every case after the cancel
+  cases refused. A defect of cancel handling only.
 * ``own-overload``: admits at most ``OWN_CAP`` operations per session and refuses the excess
   with a profile error body under its own code (``session_capacity_exceeded``), the
   profile's "Model overload or scheduling rejection" row (§10), before any output. Conformant.
@@ -27,9 +28,9 @@ from chat_profile import STATUS_FOR_TYPE, Plan
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
 OWN_OVERLOAD: Final = "own-overload"
 
-#: operations in flight per session: the upstream adapter's limit, and a tight one that a
-#: five-operation concurrency recipe exceeds
-LEAK_CAP: Final = 4
+#: operations in flight per session: tight ones, that two leaked operations fill and that
+#: the five-operation concurrency recipe exceeds
+LEAK_CAP: Final = 2
 OWN_CAP: Final = 2
 
 _REFUSALS: Final = {

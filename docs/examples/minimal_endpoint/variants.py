@@ -59,8 +59,9 @@ VARIANTS: Final = MappingProxyType(
         # admission.py: session limits; the first is a cancel defect the suite must charge
         # to the cancel cases alone, the second conformant
         "cancel-leak-cap": (
-            "never ends a cancelled operation, and refuses operations past 4 per session "
-            "(adapter_operation_limit), as the upstream adapter does: a cancel defect only"
+            "never ends a cancelled operation, and refuses operations past 2 per session "
+            "(adapter_operation_limit), as the upstream adapter does past 4: a cancel "
+            "defect only"
         ),
         "own-overload": (
             "refuses operations past 2 per session with its own overload code "
