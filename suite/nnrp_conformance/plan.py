@@ -128,6 +128,8 @@ class Plan:
     cases: list[PlannedCase]
     parameters: dict[str, str]
     model: str | None = None
+    #: operation -> its model, where it is not ``model`` (``model_choice.py``)
+    models: dict[str, str] = field(default_factory=dict)
     level: int = contract.LEVEL_CHAT
     extensions: tuple[str, ...] = ()
     generated_at: str = field(
@@ -186,5 +188,7 @@ class Plan:
         }
         if self.model:
             doc["model"] = self.model
+        if self.models:
+            doc["models"] = dict(self.models)
         validation.check("execution-plan", doc)
         return doc

@@ -31,6 +31,7 @@ from nnrp_conformance.baseline import Baseline, BaselineError, load_baseline
 from nnrp_conformance.events import RunStarted
 from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.metadata import run_metadata
+from nnrp_conformance.model_choice import choose_models
 from nnrp_conformance.options import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -213,8 +214,10 @@ class ConformanceCore(CaseSessions):
         if self.manifest is None:
             self.load_manifest()
         recipes = self.recipes if self.recipes is not None else self.load_recipes()
-        self.model_id = (self.options.model or default_model(self.capabilities)
-                         or next(iter(self.manifest.models), None))
+        choice = choose_models(contract.PROFILE_OPERATIONS, run_wide=self.options.model,
+                               per_operation=self.options.models,
+                               capabilities=self.capabilities, manifest=self.manifest.data)
+        self.model_id = choice.default
         if self.model_id is None and self.options.target:
             # Never run every recipe against the recipes' placeholder model (issue 14).
             given = self.options.capabilities_file
@@ -234,6 +237,8 @@ class ConformanceCore(CaseSessions):
                 params=dict(self.options.params),
                 extensions=tuple(self.options.extensions),
                 level=self.options.level,
+                models=choice.by_operation,
+                model_notes=choice.notes,
             )
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
