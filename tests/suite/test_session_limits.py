@@ -9,6 +9,8 @@ over the real wire against the example endpoint's session-limit variants
   used to fill the limit and unrelated cases failed on the refusal).
 * ``own-overload`` refuses operations past 2 per session with its own code: the mandatory
   five-operation recipe passes, the refusal read by the profile's overload row (§10).
+* ``drop-on-tools`` drops the session once a request with tools has streamed: that case
+  fails, said once, and the cases after it pass on a fresh session (issue 37 item 5).
 * ``missing-terminal`` never ends a stream: the first case ended by the idle limit shortens
   the wait of the next ones to the endpoint's own pace (at least the floor), and every case
   is still reported, by what the endpoint sent (events, then no terminal).
@@ -47,7 +49,7 @@ def run(tmp: Path, ep: Any, *extra: str) -> tuple[int, dict[str, Any]]:
 def test_leaked_cancels_fail_the_cancel_cases_and_nothing_else(
         tmp_path: Path, start_endpoint: Any) -> None:
     with start_endpoint(tmp_path, None, ("--variant", "cancel-leak-cap")) as ep:
-        code, doc = run(tmp_path, ep, "--timeout", "3")
+        code, doc = run(tmp_path, ep, "--timeout", "2")
     failed = {r["id"] for r in doc["results"] if r["outcome"] == "failed"}
     assert code == 1
     assert failed == CANCEL_CASES
@@ -58,6 +60,22 @@ def test_leaked_cancels_fail_the_cancel_cases_and_nothing_else(
     leaking = {r["id"] for r in doc["results"] if "left_open" in r["diagnostics"]}
     assert leaking == CANCEL_CASES
     assert not [r["id"] for r in doc["results"] if "left_open_earlier" in r["diagnostics"]]
+
+
+def test_a_dropped_session_fails_its_case_once_and_the_run_goes_on(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    recipes = ("chat-tool-call-forced", "chat-streaming-text", "chat-usage-shape")
+    with start_endpoint(tmp_path, None, ("--variant", "drop-on-tools")) as ep:
+        code, doc = run(tmp_path, ep, "--timeout", "2",
+                        *(a for r in recipes for a in ("--recipes", str(RECIPES / f"{r}.yaml"))))
+    outcomes = {r["id"]: r["outcome"] for r in doc["results"]}
+    assert code == 1
+    assert outcomes == {"level1.chat.tool-call-forced": "failed",
+                        "level1.chat.streaming-text": "passed",
+                        "level1.chat.usage-shape": "passed"}
+    said = [r["id"] for r in doc["results"]
+            if "left_open" in r["diagnostics"] or "session_dropped" in r["diagnostics"]]
+    assert said == ["level1.chat.tool-call-forced"]
 
 
 def test_a_refusal_with_its_own_overload_code_passes_the_mixed_recipe(

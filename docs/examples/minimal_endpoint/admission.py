@@ -14,6 +14,9 @@ every cancel answered:
 * ``own-overload``: admits at most ``OWN_CAP`` operations per session and refuses the excess
   with a profile error body under its own code (``session_capacity_exceeded``), the
   profile's "Model overload or scheduling rejection" row (§10), before any output. Conformant.
+* ``drop-on-tools``: drops the whole session (closes it with operations open) once a request
+  with ``tools`` has streamed its first event: a defect of that one case, which must not fail
+  the cases after it.
 
 An invalid request is answered with its own error before admission (as a server validates a
 request before it schedules it), so a limit never hides an input error.
@@ -27,6 +30,7 @@ from chat_profile import STATUS_FOR_TYPE, Plan
 
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
 OWN_OVERLOAD: Final = "own-overload"
+DROP_ON_TOOLS: Final = "drop-on-tools"
 
 #: operations in flight per session: tight ones, that two leaked operations fill and that
 #: the five-operation concurrency recipe exceeds
@@ -44,8 +48,11 @@ def _is_error(plan: Plan) -> bool:
     return isinstance(terminal, dict) and terminal.get("type") == "response.error"
 
 
-def admit(session: Any, plan: Plan) -> Plan:
+def admit(session: Any, plan: Plan, request: Any) -> Plan:
     """``plan``, or the refusal of an operation over the session's limit (module doc)."""
+    if session.config.variant == DROP_ON_TOOLS and isinstance(request, bytes) \
+            and b'"tools"' in request:
+        plan.extra[DROP_ON_TOOLS] = True
     limits = _REFUSALS.get(session.config.variant or "")
     if limits is None or _is_error(plan):
         return plan
@@ -67,3 +74,9 @@ def leaks_cancelled(session: Any, state: Any) -> bool:
         return False
     state.exhausted = True
     return True
+
+
+def drops_session(session: Any) -> bool:
+    """drop-on-tools: a request with tools has sent an event; the session is to be dropped."""
+    return session.config.variant == DROP_ON_TOOLS and any(
+        state.plan.extra.get(DROP_ON_TOOLS) and state.sent for state in session.ops.values())

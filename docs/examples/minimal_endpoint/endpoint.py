@@ -347,7 +347,7 @@ class Session:
                 request, op_id=op.operation_id, model=config.model, defect=config.defect,
                 levels=config.levels, planners=config.planners(),
             )
-        plan = admission.admit(self, plan)  # a session's operation limit (variants)
+        plan = admission.admit(self, plan, request)  # session limits (variants)
         now = time.monotonic()
         deadline = None
         if plan.timeout_ms is not None and config.defect != "ignores-timeout":
@@ -481,6 +481,9 @@ class Session:
                 for state in busy:
                     if state.streaming:
                         await self.advance(state)
+                if admission.drops_session(self):
+                    self.release()
+                    return
             await self.close_open_ops("shutdown")
             self.ssess.close()
         except Exception as exc:  # one broken session must not take the endpoint down

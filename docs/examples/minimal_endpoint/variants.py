@@ -67,6 +67,10 @@ VARIANTS: Final = MappingProxyType(
             "refuses operations past 2 per session with its own overload code "
             "(session_capacity_exceeded), a profile error body before any output"
         ),
+        "drop-on-tools": (
+            "drops the session once a request with tools has streamed an event: a defect of "
+            "that case alone"
+        ),
     }
 )
 
