@@ -51,7 +51,10 @@ def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
         added["trace"] = options.shown(trace_path)
     command = None
     if rec.failed or rec.verdict == LEVEL_NON_STRICT:
-        command = reproduce_command(options, case.recipe.path, case.id, core.model_id)
+        # the model the case ran against: its operation's own (model_choice.py), pinned
+        own = (getattr(core.plan, "models", None) or {}).get(case.operation)
+        model = f"{case.operation}={own}" if own else core.model_id
+        command = reproduce_command(options, case.recipe.path, case.id, model)
         added["reproduce"] = command
     if not added:
         return rec
