@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import contract, runner
+from nnrp_conformance import case_results, contract, runner
 from nnrp_conformance.checks.concurrency import Member, judge_group
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
@@ -79,12 +79,12 @@ class _Submitter:
 
 
 async def run_group(client: Any, cases: Sequence[PlannedCase],
-                    **run_options: Any) -> tuple[list[runner.CaseResult], dict[str, Any]]:
+                    **run_options: Any) -> tuple[list[case_results.CaseResult], dict[str, Any]]:
     """Run ``cases`` as operations in flight together (module doc): each result as
     :func:`runner.run_case` judges it, in the order of ``cases``, and the overlap achieved."""
     names = [_name(c) for c in cases]
     barrier = _Barrier(client, len(cases))
-    results: list[runner.CaseResult | None] = [None] * len(cases)
+    results: list[case_results.CaseResult | None] = [None] * len(cases)
 
     async def one(i: int) -> None:
         results[i] = await runner.run_case(_Submitter(barrier, names[i]), cases[i],
@@ -101,7 +101,7 @@ def _name(case: PlannedCase) -> str:
     return case.name or (LEAD_OPERATION if case.companions else case.id)
 
 
-def members_of(cases: Sequence[PlannedCase], results: Sequence[runner.CaseResult]
+def members_of(cases: Sequence[PlannedCase], results: Sequence[case_results.CaseResult]
                ) -> list[Member]:
     """Each judged operation as the cross-operation checks read it."""
     members = []
@@ -114,12 +114,12 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[runner.CaseResult
         members.append(Member(
             _name(case), case.expected_terminal, result.terminal, events, terminal,
             result.diagnostics.get("cancelled_after_event") is not None,
-            list(result.verdict.findings)))
+            list(result.verdict.findings), span_ns=result.span_ns))
     return members
 
 
-def _rejudged(result: runner.CaseResult, findings: list[Finding], extra: dict[str, Any]
-              ) -> runner.CaseResult:
+def _rejudged(result: case_results.CaseResult, findings: list[Finding], extra: dict[str, Any]
+              ) -> case_results.CaseResult:
     """``result`` with ``findings`` (its own and the group's) as its verdict."""
     verdict = result.verdict if findings == result.verdict.findings else \
         verdict_of(result.id, result.terminal, findings, len(result.events))
@@ -128,7 +128,7 @@ def _rejudged(result: runner.CaseResult, findings: list[Finding], extra: dict[st
 
 
 async def run_batch(client: Any, cases: Sequence[PlannedCase], *, strict: bool = False,
-                    **run_options: Any) -> list[runner.CaseResult]:
+                    **run_options: Any) -> list[case_results.CaseResult]:
     """``--concurrency N``: ordinary cases in flight together, each judged as usual plus the
     cross-operation rules; each result's diagnostics say what it overlapped with."""
     results, overlap = await run_group(client, cases, strict=strict, **run_options)
@@ -138,8 +138,8 @@ async def run_batch(client: Any, cases: Sequence[PlannedCase], *, strict: bool =
             for r, m in zip(results, members, strict=True)]
 
 
-def group_result(case: PlannedCase, results: Sequence[runner.CaseResult],
-                 overlap: dict[str, Any], *, strict: bool = False) -> runner.CaseResult:
+def group_result(case: PlannedCase, results: Sequence[case_results.CaseResult],
+                 overlap: dict[str, Any], *, strict: bool = False) -> case_results.CaseResult:
     """A concurrency recipe's one result: its operations judged side by side; the case fails
     when any operation does. The lead operation's events are the case's events; every
     operation's outcome, terminal and findings are in ``diagnostics.concurrency``."""

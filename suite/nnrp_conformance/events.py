@@ -20,8 +20,8 @@ from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.rules import VERDICT_WAIVED
 
 if TYPE_CHECKING:
+    from nnrp_conformance.case_results import CaseResult
     from nnrp_conformance.planner import PlannedCase
-    from nnrp_conformance.runner import CaseResult
 
 __all__ = [
     "CaseFinished",

@@ -60,7 +60,10 @@ class RunOptions:
     target: str | None = None
     manifest: Path | None = None
     recipes: tuple[Path, ...] | None = None
+    #: the run-wide model (``--nnrp-model ID``) and each operation's (``OP=ID``):
+    #: ``model_choice.parse_model_options``
     model: str | None = None
+    models: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     extensions: tuple[str, ...] = ()
     level: int | None = None

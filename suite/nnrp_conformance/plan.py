@@ -74,16 +74,20 @@ class PlannedCase:
     @property
     def cancel_after_events(self) -> int | None:
         """After how many events the client cancels: the recipe's ``request.cancel``, else
-        the in-band hint ``nnrp.cancel_after_events``. Upstream's documents call the hint
-        caller-driven, and the profile never says the endpoint acts on it: so the client, as
-        the caller, cancels there itself, and an endpoint that acts on the hint simply ends
-        first. Both readings end the operation cancelled (issue 27)."""
+        one event past the in-band hint ``nnrp.cancel_after_events``. Upstream's documents
+        call the hint caller-driven, and the profile never says the endpoint acts on it: so
+        the client, as the caller, cancels itself, and an endpoint that acts on the hint simply
+        ends first. Both readings end the operation cancelled (issue 27). One event past it,
+        not at it: an endpoint that acts on the hint never sends that event, so its own ending
+        never races the client's cancel, and an endpoint that does not act on it always sent
+        it before the cancel: the verdict is the same run after run, with ``--concurrency``
+        too (docs/verdicts.md#stable-verdicts; issue 36)."""
         cancel = self.request.get("cancel")
         if isinstance(cancel, dict):
             return cancel.get("after_events")
         nnrp = self.envelope.get("nnrp") if isinstance(self.envelope, dict) else None
         hint = nnrp.get("cancel_after_events") if isinstance(nnrp, dict) else None
-        return hint if isinstance(hint, int) and not isinstance(hint, bool) and hint > 0 \
+        return hint + 1 if isinstance(hint, int) and not isinstance(hint, bool) and hint > 0 \
             else None
 
     @property
@@ -124,6 +128,8 @@ class Plan:
     cases: list[PlannedCase]
     parameters: dict[str, str]
     model: str | None = None
+    #: operation -> its model, where it is not ``model`` (``model_choice.py``)
+    models: dict[str, str] = field(default_factory=dict)
     level: int = contract.LEVEL_CHAT
     extensions: tuple[str, ...] = ()
     generated_at: str = field(
@@ -182,5 +188,7 @@ class Plan:
         }
         if self.model:
             doc["model"] = self.model
+        if self.models:
+            doc["models"] = dict(self.models)
         validation.check("execution-plan", doc)
         return doc

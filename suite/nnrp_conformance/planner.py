@@ -13,11 +13,13 @@ Parameter precedence (spec §8), highest first, for each recipe:
 3. A recipe ``parameters`` value that differs from the profile's placeholder default
    (``contract.PLACEHOLDER_MODEL_ID``, ``"example-model"``) — e.g. the backend-error recipe's
    ``MODEL_ID = "backend-error"`` is the value that triggers its case and survives rule 4.
-4. The run-wide model id (``--nnrp-model``, else the first model of the endpoint's capability
-   document; the caller resolves it and passes ``model_id``) — fills ``MODEL_ID`` where the
-   recipe carries the placeholder default or no ``MODEL_ID`` at all. A body ``model`` that an
-   upstream recipe hard-codes as the placeholder literal (``"example-model"``, as
-   ``chat-unsupported-operation.json`` does) is replaced by the run-wide model as well.
+4. The model of the recipe's operation (``model_choice.py``: ``--nnrp-model OP=ID``, then
+   ``--nnrp-model ID``, then the model the capability document or the manifest says serves
+   the operation, else their first; the caller resolves them and passes ``models`` and the
+   run-wide ``model_id``) — fills ``MODEL_ID`` where the recipe carries the placeholder
+   default or no ``MODEL_ID`` at all, and the case carries the note when that model is a
+   guess. A body ``model`` that an upstream recipe hard-codes as the placeholder literal
+   (``"example-model"``, as ``chat-unsupported-operation.json`` does) is replaced as well.
 5. The recipe's placeholder default itself (``example-model``).
 6. Planner defaults: ``UNSUPPORTED_OPERATION`` = an operation the manifest does not claim.
 
@@ -169,8 +171,11 @@ def build_envelope(operation: str, request: Mapping[str, Any], request_id: str) 
 
 def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
                params: Mapping[str, str], extensions: frozenset[str], run_level: int,
-               probe_operation: str) -> PlannedCase:
+               probe_operation: str, models: Mapping[str, str],
+               model_notes: Mapping[str, str]) -> PlannedCase:
     where = f"recipe {recipe.id} ({recipe.path})"
+    # the model of the recipe's own operation (model_choice.py), else the run-wide one
+    model_id = models.get(str(recipe.data.get("operation")), None) or model_id
     values, explicit = resolve_parameters(
         recipe, model_id=model_id, params=params,
         defaults={PARAM_UNSUPPORTED_OPERATION: probe_operation})
@@ -181,12 +186,15 @@ def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
     required = tuple(substitute(list(recipe.required_capabilities), values, where=where,
                                 pointer="/required_capabilities"))
     notes: list[str] = []
+    if PARAM_MODEL_ID not in explicit and operation in model_notes \
+            and request.get("body", {}).get("model") == model_id:
+        notes.append(model_notes[operation])
 
     raw_model = data["request"].get("body", {}).get("model")
     if model_id and raw_model == contract.PLACEHOLDER_MODEL_ID \
             and PARAM_MODEL_ID not in explicit:
         request["body"]["model"] = model_id
-        notes.append(f"hard-coded body.model {raw_model!r} replaced by the run-wide model "
+        notes.append(f"hard-coded body.model {raw_model!r} replaced by the run's model "
                      f"{model_id!r}")
 
     if _expects_unsupported_operation(expect) and _operation_claimed(manifest, operation) \
@@ -247,7 +255,8 @@ def _plan_case(recipe: Recipe, manifest: Manifest, *, model_id: str | None,
         notes=tuple(notes),
     ), companions=_companions(recipe, manifest, model_id=model_id, params=params,
                               extensions=extensions, run_level=run_level,
-                              probe_operation=probe_operation))
+                              probe_operation=probe_operation, models=models,
+                              model_notes=model_notes))
 
 
 def _companions(recipe: Recipe, manifest: Manifest, **planning: Any) -> tuple[PlannedCase, ...]:
@@ -268,8 +277,11 @@ def _companions(recipe: Recipe, manifest: Manifest, **planning: Any) -> tuple[Pl
 
 def build_plan(recipes: Sequence[Recipe], manifest: Manifest, *, model_id: str | None = None,
                params: Mapping[str, str] | None = None, extensions: Iterable[str] = (),
-               level: int | None = None) -> Plan:
-    """Plan every recipe against ``manifest`` (rules: module doc). Cases keep recipe order."""
+               level: int | None = None, models: Mapping[str, str] | None = None,
+               model_notes: Mapping[str, str] | None = None) -> Plan:
+    """Plan every recipe against ``manifest`` (rules: module doc). Cases keep recipe order.
+    ``models``: the model of each operation (``model_choice.py``; ``model_id`` for the
+    others); ``model_notes``: what each case of an operation says about a guessed model."""
     selected_exts = frozenset(extensions)
     undeclared = sorted(selected_exts - set(manifest.extensions))
     if undeclared:
@@ -285,7 +297,8 @@ def build_plan(recipes: Sequence[Recipe], manifest: Manifest, *, model_id: str |
     probe = unclaimed_operation(manifest)
     cases = [
         _plan_case(r, manifest, model_id=model_id, params=params or {},
-                   extensions=selected_exts, run_level=run_level, probe_operation=probe)
+                   extensions=selected_exts, run_level=run_level, probe_operation=probe,
+                   models=models or {}, model_notes=model_notes or {})
         for r in recipes
     ]
     return Plan(
@@ -295,6 +308,7 @@ def build_plan(recipes: Sequence[Recipe], manifest: Manifest, *, model_id: str |
         cases=cases,
         parameters=dict(params or {}),
         model=model_id,
+        models={op: m for op, m in (models or {}).items() if m != model_id},
         level=run_level,
         extensions=tuple(sorted(selected_exts)),
     )

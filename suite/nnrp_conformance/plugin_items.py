@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nnrp_conformance import contract, runner
+from nnrp_conformance import case_results, contract
 from nnrp_conformance.events import CaseRecord
 from nnrp_conformance.recording import case_record
 from nnrp_conformance.reports.format import event_runs, findings_block
@@ -84,7 +84,7 @@ class RecipeItem(pytest.Item):
                                              .rstrip(": ")))
 
     def skipped_record(self) -> CaseRecord:
-        return CaseRecord.from_result(runner.skipped_result(self.case))
+        return CaseRecord.from_result(case_results.skipped_result(self.case))
 
     def runtest(self) -> None:
         core = self.core

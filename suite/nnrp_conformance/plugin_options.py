@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from nnrp_conformance.model_choice import parse_model_options
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -38,8 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "recipe files or directories (repeatable; default: the bundled recipes)",
         ini_type="paths", action="append", metavar="PATH")
     add("--nnrp-model", "nnrp_model",
-        "model id for ${MODEL_ID} (default: the first model of the capability document)",
-        metavar="ID")
+        "model id for ${MODEL_ID}: ID for every operation, OPERATION=ID for one (repeatable; "
+        "default: the model the capability document or manifest says serves the operation, "
+        "else their first)", ini_type="linelist", action="append", metavar="[OP=]ID")
     add("--nnrp-param", "nnrp_params", "recipe parameter KEY=VALUE or RECIPE_ID:KEY=VALUE "
         "(repeatable)", ini_type="linelist", action="append", metavar="KEY=VALUE")
     add("--nnrp-extension", "nnrp_extensions",
@@ -117,6 +119,7 @@ def _options(config: pytest.Config) -> RunOptions | None:
     idle = _value(config, "nnrp_idle_timeout")
     try:
         params = parse_params(_value(config, "nnrp_params") or [])
+        model, models = parse_model_options(_value(config, "nnrp_model"))
     except SetupError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -131,7 +134,8 @@ def _options(config: pytest.Config) -> RunOptions | None:
         target=str(target),
         manifest=base / Path(manifest),
         recipes=tuple(base / Path(p) for p in recipes) if recipes else None,
-        model=_value(config, "nnrp_model"),
+        model=model,
+        models=models,
         params=params,
         extensions=tuple(_value(config, "nnrp_extensions") or ()),
         level=level,

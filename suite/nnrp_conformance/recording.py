@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from nnrp_conformance import runner
+from nnrp_conformance import case_results
 from nnrp_conformance.baseline import Baseline, updated_baseline, write_baseline
 from nnrp_conformance.events import (
     CaseFinished,
@@ -51,7 +51,10 @@ def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
         added["trace"] = options.shown(trace_path)
     command = None
     if rec.failed or rec.verdict == LEVEL_NON_STRICT:
-        command = reproduce_command(options, case.recipe.path, case.id, core.model_id)
+        # the model the case ran against: its operation's own (model_choice.py), pinned
+        own = (getattr(core.plan, "models", None) or {}).get(case.operation)
+        model = f"{case.operation}={own}" if own else core.model_id
+        command = reproduce_command(options, case.recipe.path, case.id, model)
         added["reproduce"] = command
     if not added:
         return rec
@@ -86,7 +89,7 @@ def fill_not_run(plan: Any, bus: EventBus) -> None:
     hold one result per case and a partial run never passes for a complete one."""
     for case in plan.cases:
         if case.id not in bus.records:
-            rec = CaseRecord.from_result(runner.skipped_result(case))
+            rec = CaseRecord.from_result(case_results.skipped_result(case))
             upstream = {**rec.upstream, "message": NOT_RUN_REASON}
             upstream["diagnostics"] = {**upstream.get("diagnostics", {}),
                                        "reason": NOT_RUN_REASON, "not_run": True}

@@ -1,44 +1,46 @@
-"""Executing one planned case against an endpoint, and the case-results document.
+"""Running one planned case against an endpoint: the submit, the reading, the verdict.
 
 Owns: turning a :class:`~nnrp_conformance.planner.PlannedCase` into a submit (the envelope,
 or the malformed payload a ``request.raw`` describes), reading the operation through the
 client until its terminal, the case timeout or the event cap, sending a real NNRP cancel
 when ``request.cancel.after_events`` says so, recording the :class:`Observation` and timings,
 and asking :func:`~nnrp_conformance.checks.judge` for the verdict. Endpoint misbehaviour
-never raises: it becomes a failed :class:`CaseResult` with findings.
+never raises: it becomes a failed :class:`~nnrp_conformance.case_results.CaseResult` with
+findings. What a result holds and how it is written is :mod:`.case_results`'s.
 
 Terminal mapping (client delivery -> logical terminal): :mod:`nnrp_conformance.terminals`,
 the one place that decides it. Only frames the endpoint sent count: the client's local
 lifecycle ``CANCELLED`` after our own cancel is evidence, never a terminal.
-
-Upstream case results require ``terminal`` to be success, error or cancelled. A case whose
-operation never ended (timeout, transport loss, flood) is reported with ``terminal: "error"``
-(it did not end successfully) and ``diagnostics.terminal_observed: null``; a skipped case
-reports the terminal its recipe expects, with ``diagnostics.selection`` saying why it did
-not run.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import contract, rules, validation
-from nnrp_conformance.checks import Finding, Observation, Verdict, judge
+from nnrp_conformance.case_results import (
+    CaseResult,
+    case_results_document,
+    skipped_result,
+    started_now,
+    unresponsive_result,
+)
+from nnrp_conformance.checks import Observation, judge
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
 from nnrp_conformance.trace import frame_trace
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
-    from nnrp_conformance.planner import Plan, PlannedCase
+    from nnrp_conformance.planner import PlannedCase
 
+# CaseResult and the results of cases not run are case_results' (re-exported for callers
+# that read them with the runner's)
 __all__ = [
     "DEFAULT_CASE_TIMEOUT_S",
     "DEFAULT_IDLE_TIMEOUT_S",
@@ -69,98 +71,6 @@ _GRACE_S = 5.0
 #: most this many attempts in all; the last attempt is judged and the lost ones are reported.
 #: An endpoint that ignores cancels still fails every attempt: its frames come after the cancel.
 CANCEL_RACE_ATTEMPTS = 3
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@dataclass
-class CaseResult:
-    id: str
-    outcome: str
-    terminal: str | None
-    verdict: Verdict
-    events: list[dict[str, Any]]
-    duration_s: float
-    started_at: str
-    level: int
-    status: str
-    selection: str
-    reason: str | None
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    #: the case's frame trace (``trace.frame_trace``) when the run asked for one
-    trace: list[dict[str, Any]] | None = None
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.verdict.findings
-
-    @property
-    def message(self) -> str:
-        return self.verdict.message
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome == contract.OUTCOME_PASSED
-
-    def to_upstream(self) -> dict[str, Any]:
-        """One case-results ``results[]`` item (terminal rule: module doc)."""
-        if self.terminal in contract.TERMINALS:
-            terminal = self.terminal
-        elif self.outcome == contract.OUTCOME_SKIPPED:
-            terminal = self.diagnostics.get("expected_terminal", contract.TERMINAL_SUCCESS)
-        else:
-            terminal = contract.TERMINAL_ERROR
-        diagnostics = jsonable({
-            **self.diagnostics,
-            "verdict": self.verdict.level,
-            "terminal_observed": self.terminal,
-            "findings": [f.to_dict() for f in self.verdict.findings],
-            "level": self.level,
-            "status": self.status,
-            "selection": self.selection,
-            "reason": self.reason,
-            "duration_s": round(self.duration_s, 6),
-            "started_at": self.started_at,
-        })
-        return {
-            "id": self.id,
-            "outcome": self.outcome,
-            "terminal": terminal,
-            "events": [e for e in self.events
-                       if isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"]],
-            "diagnostics": diagnostics,
-            "message": self.verdict.message[:65536],
-        }
-
-
-
-def unresponsive_result(case: PlannedCase, why: str) -> CaseResult:
-    """A case failed at once by the run-level rule: the endpoint stopped answering."""
-    finding = Finding("endpoint.unresponsive", why, expected="frames from the endpoint",
-                      seen="nothing", spec=rules.citation("endpoint.unresponsive"))
-    verdict = Verdict(contract.OUTCOME_FAILED, None, [finding], f"{case.id}: 1 finding(s): "
-                      f"{finding}")
-    return CaseResult(
-        id=case.id, outcome=contract.OUTCOME_FAILED, terminal=None, verdict=verdict, events=[],
-        duration_s=0.0, started_at=_now(), level=case.level, status=case.status,
-        selection=case.selection, reason=case.reason,
-        diagnostics={"expected_terminal": case.expected_terminal, "operation": case.operation,
-                     "not_run": "endpoint unresponsive"},
-    )
-
-
-def skipped_result(case: PlannedCase) -> CaseResult:
-    """The result of a case the plan did not select (not claimed, informational, …)."""
-    reason = case.reason or f"not selected ({case.selection})"
-    verdict = Verdict(contract.OUTCOME_SKIPPED, None, [], f"{case.id}: skipped: {reason}")
-    return CaseResult(
-        id=case.id, outcome=contract.OUTCOME_SKIPPED, terminal=None, verdict=verdict, events=[],
-        duration_s=0.0, started_at=_now(), level=case.level, status=case.status,
-        selection=case.selection, reason=reason,
-        diagnostics={"expected_terminal": case.expected_terminal, "operation": case.operation},
-    )
 
 
 # --- submit payload -----------------------------------------------------------------------
@@ -240,7 +150,7 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
     """One attempt of :func:`run_case`: the result and the client's operation (or None)."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
                  else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
-    started_at = _now()
+    started_at = started_now()
     t0 = time.perf_counter_ns()
     obs = Observation()
     extra = obs.extra
@@ -337,6 +247,7 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
         "expired_by": extra.get("expired_by"),
         "last_frame": extra.get("last_frame"),
         "frames": _frame_summary(obs.raw_events),
+        "slowest_gap_ms": _slowest_gap_ms(op),
         "wire_findings": list(obs.wire_findings),
         "notes": list(case.notes),
     }
@@ -347,6 +258,7 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
         events=events, duration_s=duration, started_at=started_at, level=case.level,
         status=case.status, selection=case.selection, reason=case.reason,
         diagnostics=diagnostics, trace=frame_trace(op) if trace and op is not None else None,
+        span_ns=_span_ns(op),
     ), op
 
 
@@ -417,6 +329,30 @@ def _cancel_evidence(op: Any, term: Any, cancel_ns: int) -> dict[str, Any]:
     }
 
 
+def _span_ns(op: Any) -> tuple[int, int | None] | None:
+    """When ``op`` was submitted and when the endpoint's own terminal arrived."""
+    submitted = getattr(op, "submitted_at_ns", None)
+    if not isinstance(submitted, int):
+        return None
+    term = getattr(op, "terminal", None)
+    ended = getattr(term, "received_at_ns", None) \
+        if getattr(term, "delivery", None) in DELIVERIES_FROM_ENDPOINT else None
+    return submitted, ended
+
+
+def _slowest_gap_ms(op: Any) -> float | None:
+    """The longest the endpoint kept this operation waiting for its next frame (from the
+    submit to the first frame, between frames, to its terminal), for an operation the
+    endpoint ended: the pace it has shown, which bounds how long a later case waits for a
+    frame once an earlier one was left silent (``run_cases.py``). None: it did not end it."""
+    span = _span_ns(op)
+    if span is None or span[1] is None:
+        return None
+    times = [span[0], *(ev.received_at_ns for ev in getattr(op, "received", ())
+                        if ev.kind != "lifecycle" and ev.received_at_ns <= span[1]), span[1]]
+    return round(float(max(b - a for a, b in itertools.pairwise(times))) / 1e6, 3)
+
+
 def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:
     kinds: dict[str, int] = {}
     total = 0
@@ -426,16 +362,3 @@ def _frame_summary(raw_events: Sequence[Any]) -> dict[str, Any]:
         raw = getattr(ev, "raw", b"")
         total += len(raw) if isinstance(raw, bytes | bytearray) else 0
     return {"by_message_type": kinds, "partial_bytes": total}
-
-
-def case_results_document(plan: Plan, results: Sequence[CaseResult]) -> dict[str, Any]:
-    """The upstream case-results document for ``results``, validated against its schema."""
-    doc = {
-        "$schema": validation.schema_uri("case-results"),
-        "profile": plan.profile,
-        "schema_version": plan.schema_version,
-        "adapter": plan.adapter,
-        "results": [r.to_upstream() for r in results],
-    }
-    validation.check("case-results", doc)
-    return doc

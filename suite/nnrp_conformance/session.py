@@ -4,9 +4,9 @@ Owns: :meth:`ConformanceCore.prepare`, the one set-up sequence (manifest, recipe
 capability document, the plan, written), turning every bad input (manifest, recipes, an
 unreachable target) into one :class:`SetupError` whose message names the file and field,
 the long-lived anyio blocking portal that holds one client connection per process (pytest
-items and the CLI are synchronous), and running one case. What a result becomes for the
-reports, the run loop and the run's end are :mod:`.recording`'s; the run's options are
-:mod:`.options`'s.
+items and the CLI are synchronous). Running the cases on the run's sessions is
+:mod:`.run_cases`'s; what a result becomes for the reports, the run loop and the run's end
+are :mod:`.recording`'s; the run's options are :mod:`.options`'s.
 
 Artifacts: the case results default to ``nnrp-conformance/case-results.json`` under the
 base directory (pytest's invocation directory, or the CLI's working directory); the plan
@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from nnrp_conformance import concurrency, contract, runner
+from nnrp_conformance import contract
 from nnrp_conformance.artifacts import Artifacts, write_json
 from nnrp_conformance.baseline import Baseline, BaselineError, load_baseline
 from nnrp_conformance.events import RunStarted
 from nnrp_conformance.manifest import ManifestError, load_manifest
 from nnrp_conformance.metadata import run_metadata
+from nnrp_conformance.model_choice import choose_models
 from nnrp_conformance.options import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -45,6 +45,7 @@ from nnrp_conformance.options import (
 )
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
+from nnrp_conformance.run_cases import CaseSessions
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -74,11 +75,12 @@ def _problems_text(exc: Exception) -> str:
     return str(exc).strip() or type(exc).__name__
 
 
-class ConformanceCore:
+class ConformanceCore(CaseSessions):
     """One process's run state: portal, client, capability document, manifest, plan.
 
     All methods are synchronous; the async work happens in the portal's event loop thread,
-    which outlives single cases so one connection serves the whole run (per xdist worker).
+    which outlives single cases so one connection serves the run (per xdist worker) until a
+    case leaves it unclean (running the cases: :class:`~.run_cases.CaseSessions`).
     """
 
     def __init__(self, options: RunOptions) -> None:
@@ -92,12 +94,7 @@ class ConformanceCore:
         self.baseline: Baseline | None = None
         self._client: Any = None
         self._portal: BlockingPortal | None = None
-        # run-level liveness: the operations in a row the endpoint answered with no frame,
-        # and the last frame it did send (message type, during what, wall time)
-        self._silent: list[str] = []
-        self._last_seen: str | None = None
-        # the receive time of the last refused frame already shown on a case's result
-        self._refusals_shown_ns = 0
+        self._init_case_sessions()
         self._stack = contextlib.ExitStack()
 
     # --- connection --------------------------------------------------------------------
@@ -217,8 +214,10 @@ class ConformanceCore:
         if self.manifest is None:
             self.load_manifest()
         recipes = self.recipes if self.recipes is not None else self.load_recipes()
-        self.model_id = (self.options.model or default_model(self.capabilities)
-                         or next(iter(self.manifest.models), None))
+        choice = choose_models(contract.PROFILE_OPERATIONS, run_wide=self.options.model,
+                               per_operation=self.options.models,
+                               capabilities=self.capabilities, manifest=self.manifest.data)
+        self.model_id = choice.default
         if self.model_id is None and self.options.target:
             # Never run every recipe against the recipes' placeholder model (issue 14).
             given = self.options.capabilities_file
@@ -238,6 +237,8 @@ class ConformanceCore:
                 params=dict(self.options.params),
                 extensions=tuple(self.options.extensions),
                 level=self.options.level,
+                models=choice.by_operation,
+                model_notes=choice.notes,
             )
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
@@ -303,83 +304,6 @@ class ConformanceCore:
                             recipes=self.recipes or (), model_id=self.model_id,
                             adapter=getattr(self.plan, "adapter", None),
                             capabilities=self.capabilities)
-
-    # --- cases -------------------------------------------------------------------------
-    def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
-        """Run one planned case; a case the plan did not select comes back as a skipped
-        result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
-        if case.selection != contract.SEL_SELECTED and not force:
-            return runner.skipped_result(case)
-        if len(self._silent) >= self.options.unresponsive_after:
-            return runner.unresponsive_result(case, self.unresponsive_reason())
-        before = self.client.frames_received
-        run = self._run_options(timeout)
-        if case.companions:  # a concurrency recipe: its operations in flight together
-            cases = [case, *case.companions]
-            results, overlap = self.portal.call(
-                functools.partial(concurrency.run_group, self.client, cases, **run))
-            result = concurrency.group_result(case, results, overlap,
-                                              strict=self.options.strict)
-        else:
-            result = self.portal.call(
-                functools.partial(runner.run_case, self.client, case, **run))
-        self._note_frames(before, case.id)
-        self._note_refusals(result)
-        return result
-
-    def _note_refusals(self, result: Any) -> None:
-        """Refusals no case owns since the last case: this case's evidence, judging nothing
-        (``client.refused.unowned_since``, docs/verdicts.md#refused-after-terminal)."""
-        # lazy on purpose: the client package loads nnrp-py's native library (see connect())
-        from nnrp_conformance.client.refused import unowned_since
-
-        owned = {f.get("operation_id") for f in result.diagnostics.get("wire_findings") or ()}
-        others, self._refusals_shown_ns = unowned_since(
-            getattr(self._client, "refused_frames", None) or (), self._refusals_shown_ns, owned)
-        if others:
-            result.diagnostics["refused_frames_not_this_case"] = others
-
-    def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
-        """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
-        together, each judged as usual plus the cross-operation rules (concurrency.py)."""
-        if len(self._silent) >= self.options.unresponsive_after:
-            return [runner.unresponsive_result(c, self.unresponsive_reason()) for c in cases]
-        before = self.client.frames_received
-        results = self.portal.call(functools.partial(
-            concurrency.run_batch, self.client, cases, **self._run_options(timeout)))
-        self._note_frames(before, ", ".join(c.id for c in cases))
-        if results:  # several operations settled together: a refusal is the batch's evidence
-            self._note_refusals(results[-1])
-        return list(results)
-
-    def _run_options(self, timeout: float | None) -> dict[str, Any]:
-        """The keyword arguments of runner.run_case for this run."""
-        o = self.options
-        capability_file = str(o.capabilities_file) if o.capabilities_file is not None else None
-        return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
-                "capability_document": self.capabilities, "idle_timeout": o.idle_timeout,
-                "strict": o.strict, "capability_file": capability_file,
-                "trace": o.trace_dir is not None}
-
-    def _note_frames(self, before: int, during: str) -> None:
-        """Count ``during`` as a silent operation, or remember the endpoint's last frame."""
-        client = self._client
-        if client is None:
-            return
-        if client.frames_received == before:
-            self._silent.append(during)
-            return
-        self._silent = []
-        kind, ns = client.last_frame or ("?", time.perf_counter_ns())
-        wall = time.time() - (time.perf_counter_ns() - ns) / 1e9
-        at = time.strftime("%H:%M:%S", time.gmtime(wall)) + f".{int(wall % 1 * 1000):03d}Z"
-        self._last_seen = f"{kind} during {during} at {at}"
-
-    def unresponsive_reason(self) -> str:
-        """The run-level finding's text: which operations got nothing, and the last frame."""
-        return (f"endpoint unresponsive: no frame at all during the last {len(self._silent)} "
-                f"operations ({', '.join(self._silent)}); last frame seen: "
-                f"{self._last_seen or 'none since the session opened'}")
 
     def close(self) -> None:
         client, self._client = self._client, None

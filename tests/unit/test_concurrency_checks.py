@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nnrp_conformance import rules, validation
-from nnrp_conformance.checks.concurrency import Member, judge_group, refused
+from nnrp_conformance.checks.concurrency import Member, judge_group, mark_refusals
 from nnrp_conformance.findings import Finding
 from nnrp_conformance.manifest import load_manifest
 from nnrp_conformance.planner import build_plan
@@ -130,20 +130,56 @@ def test_an_operation_ending_as_it_expects_beside_an_error_is_fine() -> None:
     assert [rules_of(m) for m in members] == [[], []]
 
 
+def refused(member: Member, *others: Member) -> bool:
+    """Whether ``member`` reads as a refusal beside ``others`` (a stream in flight if none)."""
+    group = [member, *(others or (stream("busy", "a"),))]
+    mark_refusals(group)
+    return member.refused
+
+
 def test_an_overload_refusal_is_allowed_and_ends_no_neighbour() -> None:
     expectation = Finding("terminal.kind", "expected success", level=rules.LEVEL_FAILED)
     body = Finding("error.body", "bad", level=rules.LEVEL_FAILED)
     refused_one = error("r", "overloaded", "rate_limit_error", expected="success",
                         findings=[expectation, body])
     other = Member("o", "success", "error", [], None, findings=wrong_kind())  # not by "r"
-    assert refused(refused_one)
     judge_group([refused_one, other])
+    assert refused_one.refused
     assert rules_of(refused_one) == ["error.body", "concurrency.refused"]
     assert refused_one.findings[-1].level == rules.LEVEL_INFORMATIONAL
     assert rules_of(other) == ["terminal.kind"]
-    # the upstream adapter's name for the code reads the same; another error does not
-    assert refused(error("u", "backend_overload", "server_error"))
+
+
+def test_a_refusal_is_read_by_the_profiles_overload_row_not_by_a_code_list() -> None:
+    # §10: a profile error body before any output, while another operation is in flight;
+    # any code: the upstream adapter's, an endpoint's own, OpenAI's
+    for code, typ in (("overloaded", "rate_limit_error"), ("backend_overload", "server_error"),
+                      ("session_capacity_exceeded", "server_error"),
+                      ("adapter_operation_limit", "invalid_request_error")):
+        assert refused(error("u", code, typ, expected="success")), code
+    # not a refusal: output came first; nobody else in flight; the request called for an
+    # error; no profile error body
+    late = error("l", "overloaded", "rate_limit_error", expected="success")
+    late.events = [delta("a")]
+    assert not refused(late)
+    alone = error("a", "overloaded", "rate_limit_error", expected="success")
+    alone.span_ns = (10, 20)
+    done_before = stream("d", "x")
+    done_before.span_ns = (0, 5)
+    assert not refused(alone, done_before)
     assert not refused(error("b"))
+    assert not refused(Member("n", "success", "error", [], None))
+
+
+def test_a_neighbours_own_error_repeated_is_its_ending_not_a_refusal() -> None:
+    # error-ends-neighbours: the invalid request's own error reaches a neighbour that had
+    # sent nothing yet: that is the neighbour's ending, and its failure names it
+    own = error("x", "missing_messages", "invalid_request_error")
+    copied = error("v", "missing_messages", "invalid_request_error", expected="success",
+                   findings=wrong_kind())
+    judge_group([own, copied])
+    assert not copied.refused
+    assert rules_of(copied) == ["terminal.kind", "concurrency.neighbour-ended"]
 
 
 def test_the_recipe_format_plans_each_operation_as_a_case() -> None:

@@ -73,8 +73,8 @@ def test_other_parameters_and_unchanged_request_shape(recipes, manifest) -> None
         {"role": "user", "content": "Say hello."}], "stream": True}}
     cancel = plan.case("openai-compatible.chat.cancellation")
     assert cancel.envelope["nnrp"] == {"cancel_after_events": 1}
-    # upstream calls the hint caller-driven: the client cancels there too (issue 27); the
-    # hint still travels to the endpoint, which may act on it first
-    assert cancel.cancel_after_events == 1
+    # upstream calls the hint caller-driven: the client cancels too (issue 27), one event
+    # past the hint, so an endpoint that acts on it never races the client's cancel (issue 36)
+    assert cancel.cancel_after_events == 2
     assert plan.case("openai-compatible.chat.unsupported-operation").operation == \
         contract.OP_RESPONSES_CREATE

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import admission
 import anyio
 import chat_profile
 import neighbours
@@ -346,6 +347,7 @@ class Session:
                 request, op_id=op.operation_id, model=config.model, defect=config.defect,
                 levels=config.levels, planners=config.planners(),
             )
+        plan = admission.admit(self, plan, request)  # session limits (variants)
         now = time.monotonic()
         deadline = None
         if plan.timeout_ms is not None and config.defect != "ignores-timeout":
@@ -421,7 +423,8 @@ class Session:
 
     async def on_cancel(self, op_id: int) -> None:
         state = self.ops.get(op_id)
-        if state is None or state.finished or self.config.defect == "silence":
+        if state is None or state.finished or self.config.defect == "silence" \
+                or admission.leaks_cancelled(self, state):
             return
         await self.drop_cancelled(state, "client")
         await neighbours.end_neighbours(self, state)
@@ -478,6 +481,9 @@ class Session:
                 for state in busy:
                     if state.streaming:
                         await self.advance(state)
+                if admission.drops_session(self):
+                    self.release()
+                    return
             await self.close_open_ops("shutdown")
             self.ssess.close()
         except Exception as exc:  # one broken session must not take the endpoint down

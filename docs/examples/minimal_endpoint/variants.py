@@ -8,6 +8,9 @@ every event, and no discovery operation (``nnrp.capabilities.get`` is answered
 ``unsupported_operation``, as the profile prescribes for an operation not advertised).
 ``unstated-flags`` states in its capability document only the operation flags of the
 profile design's example (§13): a flag a document leaves out is unstated, not false.
+The session-limit variants are ``admission.py``'s; one of them, ``cancel-leak-cap``, is a
+cancel defect registered here rather than in ``defects.py`` because what it tests is the run
+around it: its leaked operations must fail the cancel cases and nothing else.
 """
 
 from __future__ import annotations
@@ -52,6 +55,21 @@ VARIANTS: Final = MappingProxyType(
         "nnrp-submit-errors": (
             "an invalid submit (a malformed frame or envelope, §6.1) ends in an NNRP drop "
             "without a profile body: the profile's preferred mapping of a malformed frame"
+        ),
+        # admission.py: session limits; the first is a cancel defect the suite must charge
+        # to the cancel cases alone, the second conformant
+        "cancel-leak-cap": (
+            "never ends a cancelled operation, and refuses operations past 2 per session "
+            "(adapter_operation_limit), as the upstream adapter does past 4: a cancel "
+            "defect only"
+        ),
+        "own-overload": (
+            "refuses operations past 2 per session with its own overload code "
+            "(session_capacity_exceeded), a profile error body before any output"
+        ),
+        "drop-on-tools": (
+            "drops the session once a request with tools has streamed an event: a defect of "
+            "that case alone"
         ),
     }
 )

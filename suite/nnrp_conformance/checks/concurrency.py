@@ -18,11 +18,15 @@ Owns the concurrency rules and the overload reading. Each operation of a group w
 Every rule needs the endpoint to contradict itself first (an operation's stream disagreeing
 with its own final body, or a terminal its request does not call for), so an endpoint that is
 right one operation at a time and keeps them apart never meets these rules, whatever its
-model writes. The overload reading (:func:`refused`): an operation ended with a profile
-error of the overload family (code ``overloaded`` or an alias of it, or the family
-``rate_limit_error``: the profile's "Model overload or scheduling rejection" row) refused
-the excess. That is allowed: its own expectation findings are set aside (reported as the
-informational ``concurrency.refused``) and it ends no neighbour by that.
+model writes. The overload reading (:func:`mark_refusals`) is the profile's own row, §10
+"Model overload or scheduling rejection: Profile error body plus NNRP diagnostic metadata",
+read by its shape, never by a code list (the profile fixes no code): an operation that ended
+with a profile error body before any output of its own, while another operation of the group
+was in flight, was refused admission. That is allowed: its own expectation findings are set
+aside (reported as the informational ``concurrency.refused``), it ends no neighbour by that,
+and no neighbour is blamed for it. An error that is word for word another operation's own
+error is that operation's ending reaching a neighbour, never a refusal; an operation whose
+own request calls for an error is judged by that error as usual.
 """
 
 from __future__ import annotations
@@ -34,11 +38,14 @@ from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.context import show, type_of
 from nnrp_conformance.findings import Finding
 
-__all__ = ["EXPECTATION_RULES", "Member", "judge_group", "refused"]
+__all__ = ["REFUSAL_OWN_RULES", "Member", "judge_group", "mark_refusals"]
 
-#: the findings of a refused operation that only say it did not get what its recipe expects
-EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected", "error.code",
-                               "error.code-choice", "nonstreaming.single-result"))
+#: what a refused operation is still judged by: the refusal itself (its error body and
+#: event, its frames, one terminal and nothing after it). Every other finding only says it
+#: did not get what its request asked for (its terminal, events, body, usage, cancel point,
+#: and the code: the profile names none for the overload row) and is set aside.
+REFUSAL_OWN_RULES = ("error.body", "event.", "wire.", "terminal.exactly-once",
+                     "terminal.after", "cancel.late-event")
 _ENDINGS = (contract.TERMINAL_CANCELLED, contract.TERMINAL_ERROR)
 
 
@@ -55,17 +62,39 @@ class Member:
     #: the client cancelled it (the recipe's request.cancel)
     cancelled_by_client: bool = False
     findings: list[Finding] = field(default_factory=list)
+    #: (submitted, ended) in perf_counter ns; ended None: no terminal from the endpoint
+    span_ns: tuple[int, int | None] | None = None
+    #: the endpoint refused its admission (set by :func:`mark_refusals`)
+    refused: bool = False
 
 
-def refused(member: Member) -> bool:
-    """The operation ended with a profile error of the overload family (module doc)."""
+def _error_of(member: Member) -> dict[str, Any] | None:
     ev = member.terminal_event
     err = ev.get("error") if type_of(ev) == contract.EV_ERROR else None
-    if member.terminal != contract.TERMINAL_ERROR or not isinstance(err, dict):
-        return False
-    raw = err.get("code")
-    code = contract.ERROR_CODE_ALIASES.get(raw, raw) if isinstance(raw, str) else None
-    return code == contract.ERR_OVERLOADED or err.get("type") == contract.ERR_TYPE_RATE_LIMIT
+    return err if member.terminal == contract.TERMINAL_ERROR and isinstance(err, dict) else None
+
+
+def _overlapped(member: Member, other: Member) -> bool:
+    """``other`` was in flight while ``member`` was: submitted before ``member`` ended, and
+    not ended before ``member`` was submitted (unknown times: in flight, as the group was
+    submitted together)."""
+    if member.span_ns is None or other.span_ns is None:
+        return True
+    (start, end), (o_start, o_end) = member.span_ns, other.span_ns
+    return (end is None or o_start < end) and (o_end is None or o_end > start)
+
+
+def mark_refusals(members: list[Member]) -> None:
+    """Set ``refused`` on each operation the endpoint refused admission (module doc): a
+    profile error body before any output, while another operation was in flight, that is not
+    another operation's own error repeated."""
+    for m in members:
+        err = _error_of(m)
+        m.refused = err is not None and not m.events \
+            and m.expected_terminal != contract.TERMINAL_ERROR and any(
+            _overlapped(m, o) for o in members if o is not m) and not any(
+            _error_of(o) == err and o.expected_terminal == contract.TERMINAL_ERROR
+            for o in members if o is not m)
 
 
 def _finding(rule: str, message: str, *, strict: bool, index: int | None = None,
@@ -137,7 +166,7 @@ def _check_swaps(members: list[Member], strict: bool) -> set[str]:
                 seen=(_final_text(m) or "")[:200]))
             continue
         for o in others:
-            if refused(m) or refused(o):
+            if m.refused or o.refused:
                 continue  # a refusal is allowed, whichever operation it meets
             if m.name < o.name and _wrong_kind(m) and _wrong_kind(o) \
                     and m.expected_terminal != o.expected_terminal \
@@ -186,10 +215,10 @@ def _check_cross_talk(members: list[Member], swapped: set[str], strict: bool) ->
 
 def _check_neighbours(members: list[Member], strict: bool) -> None:
     enders = [m for m in members if m.cancelled_by_client
-              or (m.terminal == contract.TERMINAL_ERROR and not refused(m))]
+              or (m.terminal == contract.TERMINAL_ERROR and not m.refused)]
     for m in members:
         if m.terminal not in _ENDINGS or not _wrong_kind(m) or m.cancelled_by_client \
-                or refused(m):
+                or m.refused:
             continue
         cause = next((e for e in enders if e is not m), None)
         if cause is not None:
@@ -202,7 +231,7 @@ def _check_neighbours(members: list[Member], strict: bool) -> None:
 
 def _set_aside(member: Member) -> None:
     """The overload reading: a refused operation's expectation findings become one note."""
-    kept = [f for f in member.findings if f.rule not in EXPECTATION_RULES]
+    kept = [f for f in member.findings if f.rule.startswith(REFUSAL_OWN_RULES)]
     if len(kept) == len(member.findings) and member.terminal == member.expected_terminal:
         return
     err = member.terminal_event.get("error")
@@ -215,8 +244,9 @@ def _set_aside(member: Member) -> None:
 
 def judge_group(members: list[Member], *, strict: bool = False) -> None:
     """Add the concurrency findings to each member's own (module doc), in place."""
+    mark_refusals(members)
     for m in members:
-        if refused(m):
+        if m.refused:
             _set_aside(m)
     if len(members) < 2:
         return

@@ -21,6 +21,7 @@ from nnrp_conformance.checks.capability import (
 from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
+from nnrp_conformance.checks.input_errors import check_error_about_input
 from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
 from nnrp_conformance.checks.relations import RELATION_CHECKS
 from nnrp_conformance.checks.responses import RESPONSES_CHECKS
@@ -67,6 +68,7 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     check_tool_calls,
     check_usage,
     check_errors,
+    check_error_about_input,
     check_nonstreaming,
     check_cancel,
     check_cancel_reason,

@@ -7,7 +7,8 @@ findings the suite's checks read (``Operation.wire_findings``).
 
 Rooms: ``connection`` (:class:`NnrpClient`: connect, submit, close), ``operation`` (what the
 caller reads of one operation), ``pump`` (the thread that owns the session), ``frames``
-(routing each frame to its operation), ``refused`` (frames nnrp-py refused after an
+(routing each frame to its operation), ``records`` (what they all share, below them all:
+the records an operation yields and the calls it makes into its connection), ``refused`` (frames nnrp-py refused after an
 operation's terminal, and which operation they belong to).
 
 Threading (docs/wire-pump.md): nnrp-py's calls block and are serialised per session, so
@@ -23,6 +24,7 @@ from __future__ import annotations
 from nnrp_conformance.wire.codec import RawFrame
 
 from .connection import NnrpClient
-from .operation import NnrpClientError, Operation, ReceivedEvent, Terminal
+from .operation import Operation
+from .records import NnrpClientError, ReceivedEvent, Terminal
 
 __all__ = ["NnrpClient", "NnrpClientError", "Operation", "RawFrame", "ReceivedEvent", "Terminal"]

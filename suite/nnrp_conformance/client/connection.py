@@ -28,8 +28,9 @@ from nnrp_conformance.wire.pump import (
     unreachable_reason,
 )
 
-from .operation import _DONE, _IN_FLIGHT, NnrpClientError, Operation, Terminal
+from .operation import _IN_FLIGHT, Operation
 from .pump import _ClientPump
+from .records import _DONE, NnrpClientError, Terminal
 
 # a command's wait goes in slices this long; one that comes back this much late was a stall
 _AWAIT_SLICE_S = 1.0

@@ -23,7 +23,8 @@ from nnrp_conformance import contract
 from nnrp_conformance.wire import codec
 from nnrp_conformance.wire.codec import WireViolation
 
-from .operation import _BULK_AFTER, _BULK_GAP_NS, Operation, ReceivedEvent, Terminal
+from .operation import Operation
+from .records import _BULK_AFTER, _BULK_GAP_NS, ReceivedEvent, Terminal
 
 _EVENT_KIND_OPERATION_LIFECYCLE = 14
 _TERMINAL_TYPES = frozenset(

@@ -1,6 +1,8 @@
-"""One operation as the client sees it: its events with receive times (:class:`ReceivedEvent`),
-its one terminal (:class:`Terminal`), the async iterator the caller reads, cancel, and the
-wire findings the checks read (:class:`Operation`)."""
+"""One operation as the client sees it (:class:`Operation`): the events it received, its one
+terminal, the async iterator the caller reads with the operation's deadline and idle limit,
+cancel, and the wire findings the checks read. The records it holds (``ReceivedEvent``,
+``Terminal``) and the calls it makes into its connection (``OperationHost``) sit below it in
+``records``."""
 
 from __future__ import annotations
 
@@ -8,69 +10,26 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import anyio
 
-from nnrp_conformance.terminals import terminal_kind_of
 from nnrp_conformance.wire.pump import (
     ThreadChannel,
 )
 
-if TYPE_CHECKING:
-    from .connection import NnrpClient
-
+from .records import (
+    _BULK_GAP_NS,
+    _DONE,
+    NnrpClientError,
+    OperationHost,
+    ReceivedEvent,
+    Terminal,
+)
 
 # Operations in flight on every client of this process (set add/discard are atomic under the
 # GIL). A submit is sent from the event loop only when this is empty: see NnrpClient.submit.
 _IN_FLIGHT: set[Operation] = set()
-
-
-# Bulk polling: once an operation has streamed BULK_AFTER partials and its mean gap between
-# partials (an EWMA) is under BULK_GAP, the session is polled for up to BULK_MAX frames at a
-# time: nnrp-py's per-call cost is about half of its per-event cost. Never while a cancel is
-# unanswered (a stale frame makes nnrp-py drop the whole batch), and never for short or
-# paced streams (a poll for several frames lingers 2-3 ms waiting to fill, notes §3).
-_BULK_AFTER = 64
-_BULK_GAP_NS = 500_000
-_BULK_MAX = 16
-
-
-class NnrpClientError(RuntimeError):
-    """Connecting, submitting or closing failed; the message says which and why."""
-
-
-@dataclass(slots=True)
-class ReceivedEvent:
-    kind: str  # "partial" | "terminal"
-    received_at_ns: int
-    message_type: str
-    raw: bytes
-    event: dict[str, Any] | None
-    decode_error: str | None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Terminal:
-    delivery: (
-        str  # "result_push" | "result_drop" | "local_cancelled" | "timeout" | "transport_error"
-    )
-    event: dict[str, Any] | None
-    status_code: int | None = None
-    drop_reason: int | None = None
-    detail: str = ""
-    diagnostics: dict[str, Any] = field(default_factory=dict)
-    received_at_ns: int | None = None
-
-    @property
-    def outcome(self) -> str | None:
-        """The profile terminal kind this delivery amounts to (the one rule: terminals.py)."""
-        return terminal_kind_of(self)
-
-
-_DONE = object()
 
 
 class Operation:
@@ -78,7 +37,7 @@ class Operation:
 
     def __init__(
         self,
-        client: NnrpClient,
+        client: OperationHost,
         operation_id: int,
         frame_id: int,
         timeout: float | None,

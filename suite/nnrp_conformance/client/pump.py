@@ -25,7 +25,7 @@ from nnrp_conformance.wire.pump import (
 )
 
 from .frames import _CANCEL_CONFIRM_LIMIT_NS, _HOLD_MAX_NS, _FrameRouter
-from .operation import _BULK_GAP_NS, _BULK_MAX, Terminal
+from .records import _BULK_GAP_NS, _BULK_MAX, Terminal
 from .refused import _RefusalLedger
 
 _IDLE_WAIT_S = 0.05

@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nnrp_conformance.model_choice import parse_model_options
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -61,9 +62,11 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
                         help="adapter capability manifest (JSON or YAML)")
     parser.add_argument("--recipes", action="append", type=Path, metavar="PATH",
                         help="recipe file or directory (repeatable; default: bundled recipes)")
-    parser.add_argument("--model", "--nnrp-model", dest="model", metavar="ID",
-                        help="model id for ${MODEL_ID} (default: the capability document's "
-                             "first model)")
+    parser.add_argument("--model", "--nnrp-model", dest="model", metavar="[OP=]ID",
+                        action="append",
+                        help="model id for ${MODEL_ID}: ID for every operation, OPERATION=ID "
+                             "for one (repeatable; default: the model the capability document "
+                             "or manifest says serves the operation, else their first)")
     parser.add_argument("--param", "--nnrp-param", dest="params", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="recipe parameter, KEY=VALUE or RECIPE_ID:KEY=VALUE (repeatable)")
@@ -131,11 +134,13 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     target = args.target
     if isinstance(target, list):  # run's repeatable --target: a fleet run sets each in turn
         target = target[0]
+    model, models = parse_model_options(args.model, option="--model")
     return RunOptions(
         target=target,
         manifest=args.manifest,
         recipes=tuple(args.recipes) if args.recipes else None,
-        model=args.model,
+        model=model,
+        models=models,
         params=parse_params(args.params, option="--param"),
         extensions=tuple(args.extensions),
         level=args.level,

@@ -1,0 +1,82 @@
+"""Admission limits of the minimal endpoint: how many operations one session may hold, what
+an operation over the limit gets, and whether a client cancel ends an operation at all.
+
+Two variants (``variants.py``) switch them on; without them every operation is admitted and
+every cancel answered:
+
+* ``cancel-leak-cap``: never ends an operation its client cancelled (it stops streaming and
+  sends no terminal, as the upstream vLLM adapter answering ``FRAME_CANCEL`` with
+  ``frame_cancel_unsupported`` does) and admits at most ``LEAK_CAP`` operations per session,
+  refusing the excess with the upstream adapter's ``adapter_operation_limit`` (its limit is
+  4; 2 here, so that the two cancel cases of Level 1 fill it). Leaked operations fill the
+  limit: a client that ran every case on one session would see every case after the cancel
+  cases refused. A defect of cancel handling only.
+* ``own-overload``: admits at most ``OWN_CAP`` operations per session and refuses the excess
+  with a profile error body under its own code (``session_capacity_exceeded``), the
+  profile's "Model overload or scheduling rejection" row (§10), before any output. Conformant.
+* ``drop-on-tools``: drops the whole session (closes it with operations open) once a request
+  with ``tools`` has streamed its first event: a defect of that one case, which must not fail
+  the cases after it.
+
+An invalid request is answered with its own error before admission (as a server validates a
+request before it schedules it), so a limit never hides an input error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from chat_profile import STATUS_FOR_TYPE, Plan
+
+CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
+OWN_OVERLOAD: Final = "own-overload"
+DROP_ON_TOOLS: Final = "drop-on-tools"
+
+#: operations in flight per session: tight ones, that two leaked operations fill and that
+#: the five-operation concurrency recipe exceeds
+LEAK_CAP: Final = 2
+OWN_CAP: Final = 2
+
+_REFUSALS: Final = {
+    CANCEL_LEAK_CAP: (LEAK_CAP, "server_error", "adapter_operation_limit"),
+    OWN_OVERLOAD: (OWN_CAP, "server_error", "session_capacity_exceeded"),
+}
+
+
+def _is_error(plan: Plan) -> bool:
+    terminal = plan.terminal
+    return isinstance(terminal, dict) and terminal.get("type") == "response.error"
+
+
+def admit(session: Any, plan: Plan, request: Any) -> Plan:
+    """``plan``, or the refusal of an operation over the session's limit (module doc)."""
+    if session.config.variant == DROP_ON_TOOLS and isinstance(request, bytes) \
+            and b'"tools"' in request:
+        plan.extra[DROP_ON_TOOLS] = True
+    limits = _REFUSALS.get(session.config.variant or "")
+    if limits is None or _is_error(plan):
+        return plan
+    cap, family, code = limits
+    held = sum(1 for state in session.ops.values() if not state.finished)
+    if held < cap:
+        return plan
+    event = {"type": "response.error", "error": {
+        "type": family, "code": code,
+        "message": f"this session already holds {held} operations (limit {cap})"}}
+    return Plan(partials=(), terminal=event, status=STATUS_FOR_TYPE[family],
+                request_id=plan.request_id, operation=plan.operation)
+
+
+def leaks_cancelled(session: Any, state: Any) -> bool:
+    """cancel-leak-cap: the cancelled operation stops streaming and is never ended (it keeps
+    its place in the session's limit until the session closes)."""
+    if session.config.variant != CANCEL_LEAK_CAP:
+        return False
+    state.exhausted = True
+    return True
+
+
+def drops_session(session: Any) -> bool:
+    """drop-on-tools: a request with tools has sent an event; the session is to be dropped."""
+    return session.config.variant == DROP_ON_TOOLS and any(
+        state.plan.extra.get(DROP_ON_TOOLS) and state.sent for state in session.ops.values())

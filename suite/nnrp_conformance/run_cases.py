@@ -1,0 +1,242 @@
+"""Running the plan's cases on the run's sessions, and what the endpoint showed across cases.
+
+Owns, for :class:`~nnrp_conformance.session.ConformanceCore` (a mixin: the core holds the
+portal, the options and the plan):
+
+* **which session a case runs on** (docs/verdicts.md#one-defect-one-failure): the run's
+  session, or a fresh one when the last case left an operation the endpoint never ended on it
+  (a cancel it never answered, a stream it never ended) or the session dropped. That case is
+  the one that reports it (``diagnostics.left_open`` / ``session_dropped``); the next case
+  never starts beside its leftovers, so an endpoint with a limit of operations per session
+  fails the leaking case and nothing else. A later case the endpoint refuses (a profile
+  error before any output) while operations left open earlier were never ended says so
+  (``diagnostics.left_open_earlier``): the refusal may follow from them.
+* **liveness**: the operations in a row that got no frame at all (after
+  ``unresponsive_after`` of them the remaining cases fail at once, ``endpoint.unresponsive``).
+* **the idle limit each case gets** (docs/verdicts.md#bounds): the full one until a case was
+  ended by it; from then on the endpoint has shown it leaves an operation open in silence,
+  and a later case waits for a frame as long as ``PACE_FACTOR`` times the slowest pace the
+  endpoint itself showed on an operation it ended in this run (first frame, between frames,
+  terminal), at least ``SHORT_IDLE_FLOOR_S`` and never more than the full limit. A silent
+  endpoint is then reported in one full idle limit plus a few seconds per case, and a slow
+  one (a cold model's first token) keeps its full wait, because its pace is what sets it.
+* refused frames no case owns, noted on the case that saw them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from typing import Any
+
+from nnrp_conformance import case_results, concurrency, contract, runner
+from nnrp_conformance.options import RunOptions
+
+__all__ = ["PACE_FACTOR", "SHORT_IDLE_FLOOR_S", "CaseSessions"]
+
+#: once a case was ended by the idle limit, a later case waits this many times the slowest
+#: pace the endpoint showed on an operation it ended ...
+PACE_FACTOR = 4.0
+#: ... and at least this long (seconds)
+SHORT_IDLE_FLOOR_S = 3.0
+
+
+class CaseSessions:
+    """The case-running half of the run core (module doc)."""
+
+    options: RunOptions
+    manifest: Any
+    capabilities: dict[str, Any] | None
+    _client: Any
+
+    def _init_case_sessions(self) -> None:
+        # run-level liveness: the operations in a row the endpoint answered with no frame,
+        # and the last frame it did send (message type, during what, wall time)
+        self._silent: list[str] = []
+        self._last_seen: str | None = None
+        # the receive time of the last refused frame already shown on a case's result
+        self._refusals_shown_ns = 0
+        # why the next case needs a fresh session (None: the current one is clean)
+        self._fresh_needed: str | None = None
+        # cases whose operations the endpoint never ended, in run order
+        self._left_open: list[str] = []
+        # the case an idle limit first ended (the limit is shortened from then on), and the
+        # slowest pace (seconds) the endpoint showed on an operation it ended
+        self._idle_ended_by: str | None = None
+        self._slowest_pace_s = 0.0
+        self.sessions_opened = 0
+
+    # provided by the core
+    @property
+    def client(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def portal(self) -> Any:
+        raise NotImplementedError
+
+    def connect(self) -> Any:
+        raise NotImplementedError
+
+    # --- cases -------------------------------------------------------------------------
+    def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
+        """Run one planned case; a case the plan did not select comes back as a skipped
+        result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
+        if case.selection != contract.SEL_SELECTED and not force:
+            return case_results.skipped_result(case)
+        if len(self._silent) >= self.options.unresponsive_after:
+            return case_results.unresponsive_result(case, self.unresponsive_reason())
+        fresh = self._fresh_session()
+        if fresh is not None:
+            return case_results.unresponsive_result(case, fresh)
+        before = self.client.frames_received
+        run = self._run_options(timeout)
+        if case.companions:  # a concurrency recipe: its operations in flight together
+            cases = [case, *case.companions]
+            results, overlap = self.portal.call(
+                functools.partial(concurrency.run_group, self.client, cases, **run))
+            result = concurrency.group_result(case, results, overlap,
+                                              strict=self.options.strict)
+        else:
+            results = [self.portal.call(
+                functools.partial(runner.run_case, self.client, case, **run))]
+            result = results[0]
+        self._note_frames(before, case.id)
+        self._note_refusals(result)
+        self._after(result, results)
+        return result
+
+    def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
+        """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
+        together, each judged as usual plus the cross-operation rules (concurrency.py)."""
+        if len(self._silent) >= self.options.unresponsive_after:
+            return [case_results.unresponsive_result(c, self.unresponsive_reason())
+                    for c in cases]
+        fresh = self._fresh_session()
+        if fresh is not None:
+            return [case_results.unresponsive_result(c, fresh) for c in cases]
+        before = self.client.frames_received
+        results = self.portal.call(functools.partial(
+            concurrency.run_batch, self.client, cases, **self._run_options(timeout)))
+        self._note_frames(before, ", ".join(c.id for c in cases))
+        if results:  # several operations settled together: a refusal is the batch's evidence
+            self._note_refusals(results[-1])
+        for result in results:
+            self._after(result, [result])
+        return list(results)
+
+    def _run_options(self, timeout: float | None) -> dict[str, Any]:
+        """The keyword arguments of runner.run_case for this run."""
+        o = self.options
+        capability_file = str(o.capabilities_file) if o.capabilities_file is not None else None
+        return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
+                "capability_document": self.capabilities, "idle_timeout": self.idle_limit(),
+                "strict": o.strict, "capability_file": capability_file,
+                "trace": o.trace_dir is not None}
+
+    # --- sessions ------------------------------------------------------------------------
+    def _fresh_session(self) -> str | None:
+        """Open a fresh session when the last case left the current one unclean; the reason
+        every case fails with when none can be opened (None: a clean session is ready)."""
+        client = self._client
+        broken = getattr(client, "_broken", None) if client is not None else None
+        why = self._fresh_needed or (f"the session dropped: {broken}" if broken else None)
+        if why is None:
+            return None
+        self._fresh_needed = None
+        old, self._client = self._client, None
+        if old is not None:
+            # bounded (NnrpClient.aclose); the endpoint sees the session close and may end
+            # the operations it left open there (a session that cannot even close is gone)
+            with contextlib.suppress(Exception):
+                self.portal.call(old.aclose)
+        try:
+            self.connect()
+        except Exception as exc:
+            return f"cannot open a fresh session after {why}: {exc}"
+        self.sessions_opened += 1
+        return None
+
+    def _after(self, result: Any, operations: list[Any]) -> None:
+        """What ``result`` shows for the cases after it (module doc)."""
+        diag = result.diagnostics
+        left = [r for r in operations if r.span_ns is not None and r.span_ns[1] is None
+                and r.diagnostics.get("terminal_delivery") != "transport_error"]
+        broken = getattr(self._client, "_broken", None)
+        if broken:
+            diag["session_dropped"] = (f"{broken}: the next case runs on a fresh session "
+                                       "(reported once, here)")
+            self._fresh_needed = "the session dropped"
+        elif left:
+            diag["left_open"] = {
+                "operations": len(left),
+                "detail": "the endpoint never ended these operations on the session: the next "
+                          "case runs on a fresh session (reported once, here)"}
+            self._fresh_needed = f"{result.id} left {len(left)} operation(s) open"
+        if self._left_open and _refusal_shaped(result):
+            diag["left_open_earlier"] = {
+                "cases": list(self._left_open),
+                "detail": "the endpoint refused this operation (an error before any output) "
+                          "after earlier cases left operations it never ended: the refusal "
+                          "may follow from them"}
+        if left:
+            self._left_open.append(result.id)
+        for r in operations:
+            if r.diagnostics.get("expired_by") == "idle" and self._idle_ended_by is None:
+                self._idle_ended_by = r.id
+            gap = r.diagnostics.get("slowest_gap_ms")
+            if isinstance(gap, int | float):
+                self._slowest_pace_s = max(self._slowest_pace_s, gap / 1000)
+        if self._idle_ended_by is not None and self._idle_ended_by != result.id:
+            diag["idle_limit_shortened"] = {
+                "after": self._idle_ended_by,
+                "slowest_pace_ms": round(self._slowest_pace_s * 1000, 3)}
+
+    def idle_limit(self) -> float:
+        """The idle limit the next case gets (module doc)."""
+        full = float(self.options.idle_timeout)
+        if self._idle_ended_by is None:
+            return full
+        return min(full, max(SHORT_IDLE_FLOOR_S, PACE_FACTOR * self._slowest_pace_s))
+
+    # --- evidence across cases -----------------------------------------------------------
+    def _note_refusals(self, result: Any) -> None:
+        """Refusals no case owns since the last case: this case's evidence, judging nothing
+        (``client.refused.unowned_since``, docs/verdicts.md#refused-after-terminal)."""
+        # lazy on purpose: the client package loads nnrp-py's native library (see connect())
+        from nnrp_conformance.client.refused import unowned_since
+
+        owned = {f.get("operation_id") for f in result.diagnostics.get("wire_findings") or ()}
+        others, self._refusals_shown_ns = unowned_since(
+            getattr(self._client, "refused_frames", None) or (), self._refusals_shown_ns, owned)
+        if others:
+            result.diagnostics["refused_frames_not_this_case"] = others
+
+    def _note_frames(self, before: int, during: str) -> None:
+        """Count ``during`` as a silent operation, or remember the endpoint's last frame."""
+        client = self._client
+        if client is None:
+            return
+        if client.frames_received == before:
+            self._silent.append(during)
+            return
+        self._silent = []
+        kind, ns = client.last_frame or ("?", time.perf_counter_ns())
+        wall = time.time() - (time.perf_counter_ns() - ns) / 1e9
+        at = time.strftime("%H:%M:%S", time.gmtime(wall)) + f".{int(wall % 1 * 1000):03d}Z"
+        self._last_seen = f"{kind} during {during} at {at}"
+
+    def unresponsive_reason(self) -> str:
+        """The run-level finding's text: which operations got nothing, and the last frame."""
+        return (f"endpoint unresponsive: no frame at all during the last {len(self._silent)} "
+                f"operations ({', '.join(self._silent)}); last frame seen: "
+                f"{self._last_seen or 'none since the session opened'}")
+
+
+def _refusal_shaped(result: Any) -> bool:
+    """An error terminal before any output, for a request that did not call for an error
+    (the shape of the profile's overload row)."""
+    diag = result.diagnostics
+    return result.terminal == contract.TERMINAL_ERROR and not diag.get("event_count") \
+        and diag.get("expected_terminal") != contract.TERMINAL_ERROR

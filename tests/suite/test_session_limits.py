@@ -1,0 +1,110 @@
+"""One defect, one failed case; a silent endpoint reported quickly (issue 36 items 5 and 6),
+over the real wire against the example endpoint's session-limit variants
+(``docs/examples/minimal_endpoint/admission.py``):
+
+* ``cancel-leak-cap`` never ends a cancelled operation and refuses operations past 4 per
+  session, as the upstream vLLM adapter does. The whole default run fails the cancel cases
+  and nothing else: each leaking case says so once, and the next case runs on a fresh
+  session instead of beside the leftovers (on one shared session, its leaked operations
+  used to fill the limit and unrelated cases failed on the refusal).
+* ``own-overload`` refuses operations past 2 per session with its own code: the mandatory
+  five-operation recipe passes, the refusal read by the profile's overload row (§10).
+* ``drop-on-tools`` drops the session once a request with tools has streamed: that case
+  fails, said once, and the cases after it pass on a fresh session (issue 37 item 5).
+* ``missing-terminal`` never ends a stream: the first case ended by the idle limit shortens
+  the wait of the next ones to the endpoint's own pace (at least the floor), and every case
+  is still reported, by what the endpoint sent (events, then no terminal).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import validation
+from nnrp_conformance.run_cases import SHORT_IDLE_FLOOR_S
+
+pytestmark = pytest.mark.wire
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "level1"
+CANCEL_CASES = {"level1.chat.cancel.client", "level1.concurrent.chat-cancel-one"}
+
+
+def run(tmp: Path, ep: Any, *extra: str) -> tuple[int, dict[str, Any]]:
+    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", ep.address,
+           "--manifest", str(ep.manifest), "--results", "r.json", *extra]
+    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads((tmp / "r.json").read_text())
+    assert validation.validate("case-results", doc) == []
+    return proc.returncode, doc
+
+
+def test_leaked_cancels_fail_the_cancel_cases_and_nothing_else(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    with start_endpoint(tmp_path, None, ("--variant", "cancel-leak-cap")) as ep:
+        code, doc = run(tmp_path, ep, "--timeout", "2")
+    failed = {r["id"] for r in doc["results"] if r["outcome"] == "failed"}
+    assert code == 1
+    assert failed == CANCEL_CASES
+    by_id = {r["id"]: r for r in doc["results"]}
+    rules = {f["rule"] for f in by_id["level1.chat.cancel.client"]["diagnostics"]["findings"]}
+    assert "cancel.unanswered" in rules
+    # reported once, on the case that leaked it; no later case refused because of it
+    leaking = {r["id"] for r in doc["results"] if "left_open" in r["diagnostics"]}
+    assert leaking == CANCEL_CASES
+    assert not [r["id"] for r in doc["results"] if "left_open_earlier" in r["diagnostics"]]
+
+
+def test_a_dropped_session_fails_its_case_once_and_the_run_goes_on(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    recipes = ("chat-tool-call-forced", "chat-streaming-text", "chat-usage-shape")
+    with start_endpoint(tmp_path, None, ("--variant", "drop-on-tools")) as ep:
+        code, doc = run(tmp_path, ep, "--timeout", "2",
+                        *(a for r in recipes for a in ("--recipes", str(RECIPES / f"{r}.yaml"))))
+    outcomes = {r["id"]: r["outcome"] for r in doc["results"]}
+    assert code == 1
+    assert outcomes == {"level1.chat.tool-call-forced": "failed",
+                        "level1.chat.streaming-text": "passed",
+                        "level1.chat.usage-shape": "passed"}
+    said = [r["id"] for r in doc["results"]
+            if "left_open" in r["diagnostics"] or "session_dropped" in r["diagnostics"]]
+    assert said == ["level1.chat.tool-call-forced"]
+
+
+def test_a_refusal_with_its_own_overload_code_passes_the_mixed_recipe(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    with start_endpoint(tmp_path, None, ("--variant", "own-overload")) as ep:
+        code, doc = run(tmp_path, ep, "--timeout", "5", "--recipes",
+                        str(RECIPES / "concurrent-chat-mixed.yaml"))
+    (mixed,) = doc["results"]
+    assert code == 0, mixed["message"]
+    assert mixed["outcome"] == "passed"
+    refused = [f for f in mixed["diagnostics"]["findings"] if f["rule"] == "concurrency.refused"]
+    assert refused and all(f["level"] == "informational" for f in refused)
+    assert "session_capacity_exceeded" in json.dumps(refused)
+    assert not [f for f in mixed["diagnostics"]["findings"]
+                if f["rule"] == "concurrency.neighbour-ended"]
+
+
+def test_a_silent_endpoint_shortens_the_wait_after_the_first_idle_case(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    idle = SHORT_IDLE_FLOOR_S + 1
+    with start_endpoint(tmp_path, "missing-terminal") as ep:
+        _code, doc = run(tmp_path, ep, "--idle-timeout", str(idle), "--timeout", "60",
+                         "--recipes", str(RECIPES / "chat-streaming-text.yaml"),
+                         "--recipes", str(RECIPES / "chat-usage-shape.yaml"))
+    first, second = doc["results"]
+    for result in (first, second):  # each still reported, by what the endpoint sent
+        assert result["outcome"] == "failed"
+        assert "timeout.no-terminal" in {f["rule"] for f in result["diagnostics"]["findings"]}
+        assert result["diagnostics"]["expired_by"] == "idle"
+    assert first["diagnostics"]["idle_timeout_s"] == idle
+    assert second["diagnostics"]["idle_timeout_s"] == SHORT_IDLE_FLOOR_S
+    assert second["diagnostics"]["idle_limit_shortened"]["after"] == first["id"]
