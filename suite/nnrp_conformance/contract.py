@@ -147,9 +147,12 @@ ERROR_CODES: Final = MappingProxyType(
         "tool_call_parse_error": ERR_TYPE_SERVER,
     }
 )
-#: The codes the profile itself fixes (its document and upstream's recipes): strict, with no
-#: alias. The rest of ERROR_CODES is this project's recommendation.
-PROFILE_FIXED_ERROR_CODES: Final = ("missing_messages", "unsupported_operation", "backend_error")
+#: The codes upstream's recipes expect (chat-invalid-body.json, chat-unsupported-operation.json,
+#: chat-backend-error.json): no normative profile document fixes any code, so another code
+#: there is non-strict (rule error.code, tag upstream), failed only with --strict; no alias
+#: stands for them. The rest of ERROR_CODES is this project's recommendation.
+UPSTREAM_RECIPE_ERROR_CODES: Final = ("missing_messages", "unsupported_operation",
+                                      "backend_error")
 #: the two names the profile's documents give a usage's counts (input, output, total): its
 #: §11 example (input_tokens / output_tokens) and its §8 example, OpenAI's chat names
 #: (prompt_tokens / completion_tokens). Either is a reading of the profile.
@@ -157,13 +160,13 @@ USAGE_NAME_SETS: Final = (
     ("input_tokens", "output_tokens", "total_tokens"),
     ("prompt_tokens", "completion_tokens", "total_tokens"),
 )
-#: codes the profile fixes without a family (upstream's recipe names only the code): any
-#: error.type is a reading of the profile; the family above is this suite's recommendation
+#: codes upstream's recipe names without a family: any error.type is a reading of the
+#: profile; the family above is this suite's recommendation
 FAMILY_OPEN_ERROR_CODES: Final = ("backend_error",)
 #: Other implementations' names for a recommended code (alias -> recommended code): the
 #: upstream vLLM NNRP adapter's (NagareWorks/vllm-nnrp-adapter). An alias is ``non-strict``;
 #: its ``error.type`` must still be the recommended code's family. Never maps to a
-#: profile-fixed code.
+#: code upstream's recipes expect.
 ERROR_CODE_ALIASES: Final = MappingProxyType(
     {
         "unsupported_schema_version": "invalid_schema_version",
