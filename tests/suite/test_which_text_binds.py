@@ -22,6 +22,8 @@ import pytest
 
 pytestmark = pytest.mark.wire
 
+UPSTREAM_RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "upstream"
+
 
 @pytest.fixture(scope="module")
 def endpoints(tmp_path_factory: pytest.TempPathFactory, endpoint: Any,
@@ -69,8 +71,9 @@ def test_strict_tells_them_apart_and_names_upstreams_recipe(
         tmp_path: Path, endpoints: dict[str, Any]) -> None:
     (tmp_path / "u").mkdir()
     (tmp_path / "o").mkdir()
-    code_u, up, out_u = run(tmp_path / "u", endpoints["upstream"], "--strict")
-    code_o, oa, out_o = run(tmp_path / "o", endpoints["openai"], "--strict")
+    only = ("--strict", "--recipes", str(UPSTREAM_RECIPES))  # the cases that differ, strict
+    code_u, up, out_u = run(tmp_path / "u", endpoints["upstream"], *only)
+    code_o, oa, out_o = run(tmp_path / "o", endpoints["openai"], *only)
     assert code_u == 0, out_u
     assert code_o == 1, out_o
     for case_id, recipe, want, seen in (
