@@ -37,7 +37,7 @@ OPERATION_LEVELS: Final = MappingProxyType(
 )
 PROFILE_OPERATIONS: Final = tuple(OPERATION_LEVELS)
 
-#: The discovery operation this project defines (spec §6 "open"): it returns the capability
+#: The discovery operation this project defines (ours: the profile leaves how a document is fetched open, §13): it returns the capability
 #: document as the body of a ``response.completed`` terminal. It belongs to no level and is
 #: never listed in a capability document's ``operations``.
 OP_CAPABILITIES_GET: Final = "nnrp.capabilities.get"
@@ -268,7 +268,7 @@ OUTCOME_FAILED: Final = "failed"
 OUTCOME_SKIPPED: Final = "skipped"
 OUTCOMES: Final = (OUTCOME_PASSED, OUTCOME_FAILED, OUTCOME_SKIPPED)
 
-# --- wire mapping (spec §3; numbers from NNRP Preview4) -------------------------------------
+# --- wire mapping (profile §6.1, §7.1, §8.1; numbers from NNRP Preview4) -------------------------------------
 WIRE_PAYLOAD_KIND_STRUCTURED_EVENT: Final = 16
 WIRE_PAYLOAD_KIND_BITMAP: Final = 16
 WIRE_PROFILE_ID: Final = 0
