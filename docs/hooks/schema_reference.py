@@ -79,7 +79,7 @@ PAGES: tuple[Page, ...] = (
         "Rulebook",
         ("rulebook",),
         "The file `nnrp_conformance/rulebook.json`: every rule id the suite reports, tagged "
-        "`profile` or `recommendation` with its citation. The table itself and what the tags "
+        "`profile`, `upstream` or `recommendation` with its citation. The table itself and what the tags "
         "mean for a verdict: [Verdicts](../verdicts.md#rules).",
     ),
     Page(
@@ -87,9 +87,11 @@ PAGES: tuple[Page, ...] = (
         "Error codes",
         ("error-body",),
         "The profile's error body `{type, code, message}` and this suite's recommended "
-        "codes, each with the family it recommends. The profile fixes three codes "
-        "(upstream's recipes: `missing_messages`, `unsupported_operation`, `backend_error`); "
-        "the rest of the list is a recommendation (rule `error.code-choice`, non-strict). Each code has one recommended "
+        "codes, each with the family it recommends. No profile document fixes a code "
+        "(its §10 shows `unsupported_model` as an example); upstream's recipes expect three "
+        "(`missing_messages`, `unsupported_operation`, `backend_error`: another code there is "
+        "non-strict, rule `error.code`), and the whole list is a recommendation (rule "
+        "`error.code-choice`, non-strict). Each code has one recommended "
         "`error.type` family.",
     ),
     Page(
@@ -460,10 +462,11 @@ def error_code_table() -> list[str]:
             "schema_reference: contract.ERROR_CODES and ERROR_CODE_MEANINGS disagree: "
             f"undocumented {sorted(codes - meanings)}, stale {sorted(meanings - codes)}")
     out = ["## Recommended code list {#closed-code-list}", "",
-           "From `nnrp_conformance.contract.ERROR_CODES`. What the profile fixes: the codes "
-           "upstream's recipes name (`missing_messages`, `unsupported_operation`, "
-           "`backend_error`: strict where a case maps to them; `backend_error` in any family). "
-           "The rest is this suite's recommendation: another code of the family the case "
+           "From `nnrp_conformance.contract.ERROR_CODES`. No profile document fixes a code. "
+           "Upstream's recipes expect `missing_messages`, `unsupported_operation` and "
+           "`backend_error` (in any family) where a case maps to them: another code there is "
+           "`non-strict` (`error.code`), failed only with `--strict`, upstream's runner "
+           "failing it. The rest is this suite's recommendation: another code of the family the case "
            "expects, or a code in another family than this table's, is `non-strict` "
            "(`error.code-choice`, [Rules](rules.md)), a failure only with `--strict`.", "",
            "| code | `error.type` | when |", "| --- | --- | --- |"]

@@ -82,6 +82,7 @@ class CaseResult:
         diagnostics = jsonable({
             **self.diagnostics,
             "verdict": self.verdict.level,
+            "upstream_outcome": self.verdict.upstream_outcome,
             "terminal_observed": self.terminal,
             "findings": [f.to_dict() for f in self.verdict.findings],
             "level": self.level,

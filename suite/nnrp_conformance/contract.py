@@ -37,7 +37,7 @@ OPERATION_LEVELS: Final = MappingProxyType(
 )
 PROFILE_OPERATIONS: Final = tuple(OPERATION_LEVELS)
 
-#: The discovery operation this project defines (spec §6 "open"): it returns the capability
+#: The discovery operation this project defines (ours: the profile leaves how a document is fetched open, §13): it returns the capability
 #: document as the body of a ``response.completed`` terminal. It belongs to no level and is
 #: never listed in a capability document's ``operations``.
 OP_CAPABILITIES_GET: Final = "nnrp.capabilities.get"
@@ -147,9 +147,12 @@ ERROR_CODES: Final = MappingProxyType(
         "tool_call_parse_error": ERR_TYPE_SERVER,
     }
 )
-#: The codes the profile itself fixes (its document and upstream's recipes): strict, with no
-#: alias. The rest of ERROR_CODES is this project's recommendation.
-PROFILE_FIXED_ERROR_CODES: Final = ("missing_messages", "unsupported_operation", "backend_error")
+#: The codes upstream's recipes expect (chat-invalid-body.json, chat-unsupported-operation.json,
+#: chat-backend-error.json): no normative profile document fixes any code, so another code
+#: there is non-strict (rule error.code, tag upstream), failed only with --strict; no alias
+#: stands for them. The rest of ERROR_CODES is this project's recommendation.
+UPSTREAM_RECIPE_ERROR_CODES: Final = ("missing_messages", "unsupported_operation",
+                                      "backend_error")
 #: the two names the profile's documents give a usage's counts (input, output, total): its
 #: §11 example (input_tokens / output_tokens) and its §8 example, OpenAI's chat names
 #: (prompt_tokens / completion_tokens). Either is a reading of the profile.
@@ -157,13 +160,13 @@ USAGE_NAME_SETS: Final = (
     ("input_tokens", "output_tokens", "total_tokens"),
     ("prompt_tokens", "completion_tokens", "total_tokens"),
 )
-#: codes the profile fixes without a family (upstream's recipe names only the code): any
-#: error.type is a reading of the profile; the family above is this suite's recommendation
+#: codes upstream's recipe names without a family: any error.type is a reading of the
+#: profile; the family above is this suite's recommendation
 FAMILY_OPEN_ERROR_CODES: Final = ("backend_error",)
 #: Other implementations' names for a recommended code (alias -> recommended code): the
 #: upstream vLLM NNRP adapter's (NagareWorks/vllm-nnrp-adapter). An alias is ``non-strict``;
 #: its ``error.type`` must still be the recommended code's family. Never maps to a
-#: profile-fixed code.
+#: code upstream's recipes expect.
 ERROR_CODE_ALIASES: Final = MappingProxyType(
     {
         "unsupported_schema_version": "invalid_schema_version",
@@ -265,7 +268,7 @@ OUTCOME_FAILED: Final = "failed"
 OUTCOME_SKIPPED: Final = "skipped"
 OUTCOMES: Final = (OUTCOME_PASSED, OUTCOME_FAILED, OUTCOME_SKIPPED)
 
-# --- wire mapping (spec §3; numbers from NNRP Preview4) -------------------------------------
+# --- wire mapping (profile §6.1, §7.1, §8.1; numbers from NNRP Preview4) -------------------------------------
 WIRE_PAYLOAD_KIND_STRUCTURED_EVENT: Final = 16
 WIRE_PAYLOAD_KIND_BITMAP: Final = 16
 WIRE_PROFILE_ID: Final = 0

@@ -2,11 +2,11 @@
 
 Owns: loading a manifest (JSON or YAML, schema-validated, every problem named by file and
 field) and turning a manifest or a capability document into the set of capability tokens
-that recipes require. The token rules fix upstream's selection loopholes (upstream-notes
-§11.E, weaknesses 14-16):
+that recipes require. The token rules fix selection loopholes of upstream's runner (its capability inference
+pools flags across operations):
 
 * **Levels.** A claimed level ``N`` grants ``api.level1`` … ``api.levelN`` ("a higher level
-  includes the lower ones", D §4): ``compatibility_levels: [2]`` implies ``api.level1``.
+  includes the lower levels", §4): ``compatibility_levels: [2]`` implies ``api.level1``.
   ``Manifest.levels`` is the closed, sorted set of those implied levels.
 * **Operations.** Each listed operation grants ``api.<name>``.
 * **Operation flags are not pooled.** ``streaming``/``non_streaming``/``tool_calls``/

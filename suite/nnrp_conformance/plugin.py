@@ -172,6 +172,8 @@ class NnrpConformancePlugin:
         self.begin = time.monotonic()
         self.merged: MergedRuns | None = None
         self.fleet_written: list[str] = []
+        #: case ids pytest deselected (-k / -m)
+        self.deselected: set[str] = set()
 
     @property
     def core(self) -> ConformanceCore:
@@ -288,6 +290,11 @@ class NnrpConformancePlugin:
         if run is not None:
             run.bus.emit(CaseStarted(nodeid.removeprefix(run.prefix)))
 
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        """Remember the cases -k/-m deselected: the summary counts them as pytest does."""
+        self.deselected.update(case.id for item in items
+                               if (case := getattr(item, "case", None)) is not None)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, _RECORD_ATTR, None)
         run = None if self.worker else self._run_of(report.nodeid)
@@ -307,7 +314,8 @@ class NnrpConformancePlugin:
 
     def _finish(self, run: TargetRun, duration: float, *, interrupted: bool) -> None:
         art = run.options.artifacts()
-        fill_not_run(run.core.plan, run.bus)  # deselected (-k/-m/--lf) or never reached
+        # deselected (-k/-m/--lf) or never reached
+        fill_not_run(run.core.plan, run.bus, self.deselected)
         run.finished = finish_run(run.core, run.bus.ordered_records(), duration,
                                   interrupted=interrupted)
         run.bus.emit(run.finished)

@@ -73,6 +73,15 @@ class Recipe:
         return self.data.get("timeout_ms")
 
     @property
+    def is_ours(self) -> bool:
+        """Whether this project wrote the recipe (a bundled one outside ``upstream/``): ours
+        never fix more than the profile's normative text; upstream's (and a provider's own)
+        may, and what they fix beyond it is judged as theirs (rules.TAG_UPSTREAM)."""
+        root = bundled_recipes_dir().resolve()
+        where = self.path.resolve()
+        return where.is_relative_to(root) and not where.is_relative_to(root / "upstream")
+
+    @property
     def concurrent(self) -> list[dict[str, Any]]:
         """The operations submitted together with ``request`` (a concurrency recipe), or []."""
         return list(self.data.get("concurrent") or ())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from nnrp_conformance import case_results
@@ -35,6 +35,7 @@ from nnrp_conformance.trace import trace_file_name, write_trace
 __all__ = ["NOT_RUN_REASON", "case_record", "fill_not_run", "finish_run", "run_plan"]
 
 NOT_RUN_REASON = "not run in this session (deselected or interrupted)"
+DESELECTED_REASON = "deselected (-k / -m)"
 
 
 def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
@@ -84,17 +85,21 @@ def finish_run(core: ConformanceCore, records: Sequence[CaseRecord], duration_s:
     return RunFinished(records, duration_s, interrupted, problems)
 
 
-def fill_not_run(plan: Any, bus: EventBus) -> None:
+def fill_not_run(plan: Any, bus: EventBus, deselected: Collection[str] = ()) -> None:
     """Give every plan case without a record a skipped one, so the case results always
-    hold one result per case and a partial run never passes for a complete one."""
+    hold one result per case and a partial run never passes for a complete one. A case
+    pytest deselected (``-k``/``-m``) is marked so (``diagnostics.not_run: "deselected"``):
+    the summary counts it as pytest does, deselected, not skipped."""
     for case in plan.cases:
         if case.id not in bus.records:
             rec = CaseRecord.from_result(case_results.skipped_result(case))
-            upstream = {**rec.upstream, "message": NOT_RUN_REASON}
-            upstream["diagnostics"] = {**upstream.get("diagnostics", {}),
-                                       "reason": NOT_RUN_REASON, "not_run": True}
+            why = DESELECTED_REASON if case.id in deselected else NOT_RUN_REASON
+            upstream = {**rec.upstream, "message": why}
+            upstream["diagnostics"] = {**upstream.get("diagnostics", {}), "reason": why,
+                                       "not_run": "deselected" if case.id in deselected
+                                       else True}
             bus.records[case.id] = dataclasses.replace(
-                rec, reason=NOT_RUN_REASON, message=NOT_RUN_REASON, upstream=upstream)
+                rec, reason=why, message=why, upstream=upstream)
 
 
 def _batches(cases: Sequence[Any], n: int) -> list[list[Any]]:

@@ -1,18 +1,25 @@
-"""The rulebook: every rule id the suite reports, tagged ``profile`` or ``recommendation``.
+"""The rulebook: every rule id the suite reports, tagged ``profile``, ``recommendation`` or
+``upstream``.
 
-Owns loading ``rulebook.json`` (validated by ``rulebook.schema.json``; a ``profile`` rule
-quotes the profile's own documents, a ``recommendation`` gives its rationale), looking a rule id up
+Which text binds: only the profile's normative documents (the profile design, the public
+contract JSON, the NNRP data-plane spec). A ``profile`` rule quotes them; a ``recommendation``
+gives this project's rationale; an ``upstream`` rule quotes one of upstream's recipes (the
+profile authors' examples) where it expects more than the normative text, e.g. an exact
+``error.code``. Owns loading ``rulebook.json`` (validated by ``rulebook.schema.json``), looking a rule id up
 (an exact id, else the longest family id ending in ``.`` that prefixes it), and the verdict
 levels (Autobahn's Pass / Non-Strict / Fail / Info): a finding of a ``profile`` rule is
-``failed``; of a ``recommendation`` rule, ``non-strict`` (``failed`` when the run is strict);
+``failed``; of a ``recommendation`` or ``upstream`` rule, ``non-strict`` (``failed`` when the
+run is strict);
 evidence worth showing but judging nothing is ``informational``. A case's verdict is its
 worst finding's level, ``passed`` without findings (docs/verdicts.md#levels).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +36,7 @@ __all__ = [
     "LEVEL_PASSED",
     "TAG_PROFILE",
     "TAG_RECOMMENDATION",
+    "TAG_UPSTREAM",
     "VERDICT_WAIVED",
     "Rule",
     "Source",
@@ -41,6 +49,11 @@ __all__ = [
 
 TAG_PROFILE = "profile"
 TAG_RECOMMENDATION = "recommendation"
+#: what an upstream recipe expects beyond the normative documents (judged like a
+#: recommendation; upstream's own runner fails it)
+TAG_UPSTREAM = "upstream"
+#: the tags judged non-strict unless the run is strict
+_NON_STRICT_TAGS = frozenset((TAG_RECOMMENDATION, TAG_UPSTREAM))
 
 LEVEL_PASSED = "passed"
 LEVEL_NON_STRICT = "non-strict"
@@ -85,14 +98,18 @@ class Rule:
     id: str
     tag: str
     summary: str
-    sources: tuple[Source, ...] = ()  # a profile rule's quotes
-    rationale: str = ""  # a recommendation's reason
+    sources: tuple[Source, ...] = ()  # a profile rule's quotes (an upstream rule's recipes)
+    rationale: str = ""  # a recommendation's (an upstream rule's) reason
 
     @property
     def citation(self) -> str:
-        """One line: the sections a profile rule quotes, or a recommendation's rationale."""
+        """One line: the sections a profile rule quotes, an upstream rule's recipes, or a
+        recommendation's rationale."""
         if self.tag == TAG_PROFILE:
             return "; ".join(dict.fromkeys(src.title for src in self.sources))
+        if self.tag == TAG_UPSTREAM:
+            return "beyond the profile's normative text: " + "; ".join(
+                dict.fromkeys(src.title for src in self.sources))
         return self.rationale
 
 
@@ -118,17 +135,37 @@ def lookup(rule_id: str) -> Rule | None:
     return book[max(families, key=len)] if families else None
 
 
-def citation(rule_id: str) -> str:
+#: a quote that names one event type or one recipe file is about that subject only
+_SUBJECT = re.compile(r"response\.[a-z_]+(?:\.[a-z_]+)*|[\w-]+\.json")
+
+
+def _about(source: Source, subject: str) -> bool:
+    """Whether ``source`` may be cited for a finding about ``subject`` (an event type, a
+    recipe file): it names the subject, or names no subject at all (a general sentence)."""
+    text = f"{source.quote} {source.section}"
+    named = set(_SUBJECT.findall(text))
+    return subject in named or subject in text or not named
+
+
+def citation(rule_id: str, about: str | None = None) -> str:
     """What a finding of ``rule_id`` cites: the profile's sections it quotes, or (a
-    recommendation) its rationale; empty for an unknown id."""
+    recommendation) its rationale; empty for an unknown id. ``about`` (the event type or the
+    recipe file the finding is about) keeps only the quotes that apply to it: a text delta's
+    finding never cites the contract's tool-call events."""
     rule = lookup(rule_id)
-    return rule.citation if rule is not None else ""
+    if rule is None:
+        return ""
+    if about and rule.sources:
+        kept = tuple(src for src in rule.sources if _about(src, about))
+        if kept and kept != rule.sources:
+            return dataclasses.replace(rule, sources=kept).citation
+    return rule.citation
 
 
 def finding_level(rule_id: str, *, strict: bool = False) -> str:
     """The level of a finding of ``rule_id`` (an unknown id is judged as a profile rule)."""
     rule = lookup(rule_id)
-    if rule is not None and rule.tag == TAG_RECOMMENDATION and not strict:
+    if rule is not None and rule.tag in _NON_STRICT_TAGS and not strict:
         return LEVEL_NON_STRICT
     return LEVEL_FAILED
 

@@ -10,7 +10,9 @@ The mapping, and why:
 * ``result_push``: the kind of its terminal event (``response.completed`` -> success,
   ``response.error`` -> error, ``response.cancelled`` -> cancelled). Without one (an empty
   push, or a non-terminal event that ``terminal.kind`` reports), the status decides: a
-  status >= 400 is an error (spec §3 "400 / 500 for a profile error"), else success.
+  status >= 400 is an error, else success. That is this project's reading, not the
+  profile's: no profile document mentions a status (its §2 goal 3 keeps HTTP status codes
+  out of the contract), so a status is read only when the push carries no profile event.
   (Before issue 14 the client called an event-less status-500 push a success.)
 * ``result_drop``: cancelled when it carries ``response.cancelled`` or reason
   ``PEER_CANCELLED``; any other drop (``DEADLINE_EXPIRED``, ``BACKPRESSURE``, …) is an error:

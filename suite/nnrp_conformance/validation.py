@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -50,6 +50,9 @@ class Violation:
     rule: str
     message: str
     schema_path: str
+    #: what the schema expected there, as a value a report can show (``{"type": "integer"}``,
+    #: ``{"required": [...]}``), never the schema's id
+    expected: Any = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.pointer or '/'}: {self.message} [{self.rule}]"
@@ -239,7 +242,8 @@ def _violations(error: ValidationError, name: str) -> Iterator[Violation]:
         for name in required:
             if name not in error.instance:
                 yield Violation(
-                    _pointer([*path, name]), rule, f"missing required field '{name}'", schema_path
+                    _pointer([*path, name]), rule, f"missing required field '{name}'", schema_path,
+                    {"required": list(required)},
                 )
         return
     if rule == "additionalProperties":
@@ -249,6 +253,8 @@ def _violations(error: ValidationError, name: str) -> Iterator[Violation]:
                 rule,
                 f"unexpected field '{key}' is not allowed here",
                 schema_path,
+                {"properties": sorted((error.schema or {}).get("properties") or {})}
+                if isinstance(error.schema, dict) else None,
             )
         return
     if "propertyNames" in error.relative_schema_path and isinstance(error.instance, str):
@@ -269,7 +275,8 @@ def _violations(error: ValidationError, name: str) -> Iterator[Violation]:
             schema_path,
         )
         return
-    yield Violation(_pointer(path), rule, _message(error, path), schema_path)
+    yield Violation(_pointer(path), rule, _message(error, path), schema_path,
+                    {rule: error.validator_value})
 
 
 def _collect(name: str, errors: Iterable[ValidationError]) -> list[Violation]:

@@ -4,8 +4,8 @@ A newcomer must be able to start the adapter by hand from the docs' command as w
 once failed on vLLM's default memory reservation, and once printed no serving line). The test
 takes the ``sh`` block from ``docs/operator-guide.md`` and runs it with bash from the
 repository root, unchanged: it builds (or reuses) the vLLM environment of the newest tested version, makes the tiny
-model in ``/tmp/tiny-model`` and serves it on ``127.0.0.1:4433``. Then the whole suite runs
-against that address and must pass. The block's own fixed port and model path are part of what
+model in ``/tmp/tiny-model`` and serves it on ``127.0.0.1:4433``. Then the README's suite
+command runs verbatim against that address, from the checkout, and must pass. The block's own fixed port and model path are part of what
 is checked; a port already taken fails the test with that reason, and a model folder that was
 not there before is removed afterwards.
 """
@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -44,6 +45,13 @@ def documented_block() -> str:
     blocks = re.findall(r"^```sh\n(.*?)^```$", GUIDE.read_text(encoding="utf-8"), re.S | re.M)
     (block,) = [b for b in blocks if "vllm-nnrp serve /tmp/tiny-model" in b]
     return block
+
+
+def readme_blocks() -> list[str]:
+    """The README's fenced command blocks, as written (their indentation dropped)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    return [textwrap.dedent(body).strip() for _indent, body in
+            re.findall(r"^( *)```\n(.*?)^\1```$", text, re.S | re.M)]
 
 
 def port_taken(address: tuple[str, int]) -> bool:
@@ -77,11 +85,14 @@ def test_the_documented_serve_command_works_verbatim(tmp_path: Path) -> None:
             time.sleep(0.5)
         text = log.read_text(errors="replace")
         assert "vllm-nnrp serving: {" in text, text[-4000:]  # the line the guide promises
+        # the README's suite command, verbatim, from the checkout (issue 36 item 7)
+        (command,) = [b for b in readme_blocks() if b.startswith("pytest --nnrp-target=")]
+        assert "127.0.0.1:4433" in command
+        env_path = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
         suite = subprocess.run(
-            [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", "127.0.0.1:4433",
-             "--manifest", str(REPO / "manifests" / "vllm-nnrp-adapter.json"),
-             "--results", str(tmp_path / "case-results.json")],
-            cwd=tmp_path, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+            ["bash", "-euo", "pipefail", "-c", command], cwd=REPO,
+            env={**env, "PATH": env_path}, capture_output=True, text=True, timeout=900,
+            stdin=subprocess.DEVNULL)
         assert suite.returncode == 0, suite.stdout[-6000:] + suite.stderr[-2000:]
         assert " 0 failed" in suite.stdout
     finally:

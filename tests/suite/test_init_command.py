@@ -120,6 +120,27 @@ def test_derive_flags_level1_gaps_and_critical_extensions() -> None:
     assert manifest["extensions"] == [{"name": "acme.trace", "critical": True}]
 
 
+def test_the_checklist_says_what_each_flag_does_for_its_own_operation() -> None:
+    """Issue 36: a Level 3 operation that does not stream fails nothing; its body is not a
+    chat completion; the cancellation claim is the endpoint's own terminal for a cancelled
+    frame, not the in-band hint (the suite's reading, non-strict)."""
+    ops = [{"name": contract.OP_CHAT_COMPLETIONS_CREATE, "streaming": True,
+            "non_streaming": True, "cancellation": True},
+           {"name": contract.OP_EMBEDDINGS_CREATE, "streaming": False, "non_streaming": True},
+           {"name": contract.OP_RESPONSES_CREATE, "streaming": False, "non_streaming": True}]
+    _manifest, claims = init.derive_manifest({**CAPS, "compatibility_levels": [1, 2, 3],
+                                              "operations": ops})
+    texts = {c.pointer: c.text for c in claims}
+    assert "capability.not-claimed" not in texts["/operations/1/streaming"]
+    assert "nothing changes" in texts["/operations/1/streaming"]
+    assert "Level 2 mandatory recipes of `responses.create`" in texts["/operations/2/streaming"]
+    assert "chat.completion" in texts["/operations/0/non_streaming"]
+    for i in (1, 2):
+        assert "chat.completion" not in texts[f"/operations/{i}/non_streaming"]
+    cancel = texts["/operations/0/cancellation"]
+    assert "own terminal" in cancel and "not part of this claim" in cancel
+
+
 def test_derive_needs_an_adapter_name() -> None:
     caps = {k: v for k, v in CAPS.items() if k != "adapter"}
     with pytest.raises(init.InitError, match="--adapter"):

@@ -115,6 +115,17 @@ def test_k_selects_recipes_and_keeps_one_result_per_case(
     assert set(by_id) == {c.id for c in plan.cases}
     others = [i for i in by_id if i not in chosen and by_id[i]["outcome"] != "skipped"]
     assert others == []
+    assert_summary_agrees(result)
+
+
+def assert_summary_agrees(result: pytest.RunResult) -> None:
+    """Issue 36: the plugin's own closing line counts as pytest does (a deselected case is
+    deselected, not skipped)."""
+    got = result.parseoutcomes()
+    assert got.get("deselected"), got
+    line = f"{got.get('passed', 0)} passed, {got.get('failed', 0)} failed, " \
+        f"{got.get('skipped', 0)} skipped, {got['deselected']} deselected"
+    assert line in result.stdout.str(), (line, result.stdout.str()[-1500:])
 
 
 def test_m_selects_by_marker(pytester: pytest.Pytester, endpoint: Any, args_for: Any) -> None:
@@ -124,6 +135,7 @@ def test_m_selects_by_marker(pytester: pytest.Pytester, endpoint: Any, args_for:
     result = pytester.runpytest_subprocess(*args_for(endpoint, "-m", "mandatory and level1"))
     assert result.ret == 0, result.stdout.str()
     assert result.parseoutcomes().get("passed") == len(mandatory)
+    assert_summary_agrees(result)
 
 
 def test_collect_only_lists_nodeids_ending_with_recipe_ids(

@@ -4,7 +4,9 @@ the rule that catches the defect, in the terminal output and in the case-results
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,6 +73,23 @@ def test_defect_fails_with_its_rule(pytester: pytest.Pytester, defective: Any,
     commands = [r["diagnostics"]["reproduce"] for r in doc["results"] if r["outcome"] == "failed"]
     assert commands and all(f"reproduce: {c}" in out for c in commands), out
     assert all("--timeout " + TIMEOUT_S in c and "--model minimal-model" in c for c in commands)
+    if defective.defect == "schema-invalid-event":
+        assert_quickstart_example_is_this_output(out)
+
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "docs" / "quickstart.md"
+
+
+def assert_quickstart_example_is_this_output(out: str) -> None:
+    """Issue 36 item 7: the quickstart's example output is what the suite prints for the
+    defect it names (every line but the elided path, verbatim)."""
+    (block,) = re.findall(r"^```text\n(.*?)^```$", QUICKSTART.read_text(encoding="utf-8"),
+                          re.S | re.M)
+    assert "--defect schema-invalid-event" in QUICKSTART.read_text(encoding="utf-8")
+    lines = [ln for ln in block.splitlines() if "…" not in ln]
+    assert len(lines) >= 6
+    missing = [ln for ln in lines if ln not in out.splitlines()]
+    assert missing == [], out
 
 
 def test_last_failed_reruns_only_the_failed_recipes(

@@ -70,12 +70,28 @@ PROFILE_RULES = [r for r in rules.rulebook().values() if r.tag == rules.TAG_PROF
 
 
 def test_the_profile_rules_are_the_quoted_ones() -> None:
+    """Issue 36 item 1: only the normative documents bind. A profile rule quotes only them;
+    an upstream recipe's expectation beyond them is an ``upstream`` rule, quoting the
+    recipe and saying why it is not the profile's."""
     assert len(PROFILE_RULES) >= 20
     for rule in rules.rulebook().values():
         if rule.tag == rules.TAG_PROFILE:
             assert rule.sources and not rule.rationale, rule.id
+            assert all(s.document != "upstream-recipe" for s in rule.sources), rule.id
+        elif rule.tag == rules.TAG_UPSTREAM:
+            assert rule.sources and rule.rationale, rule.id
+            assert {s.document for s in rule.sources} == {"upstream-recipe"}, rule.id
         else:
             assert rule.rationale and not rule.sources, rule.id
+
+
+UPSTREAM_RULES = [r for r in rules.rulebook().values() if r.tag == rules.TAG_UPSTREAM]
+
+
+@pytest.mark.parametrize("rule", UPSTREAM_RULES, ids=lambda r: r.id)
+def test_each_upstream_recipe_quote_is_in_that_recipe(rule: rules.Rule) -> None:
+    for source in rule.sources:
+        assert normalized(source.quote) in where(source), (rule.id, source.quote)
 
 
 @pytest.mark.parametrize("rule", PROFILE_RULES, ids=lambda r: r.id)

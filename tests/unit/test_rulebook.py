@@ -117,7 +117,8 @@ def test_every_reported_rule_is_in_the_rulebook() -> None:
     ids = _reported_ids()
     assert len(ids) > 30
     assert [i for i in ids if rules.lookup(i) is None] == []
-    assert {r.tag for r in rules.rulebook().values()} == {"profile", "recommendation"}
+    assert {r.tag for r in rules.rulebook().values()} == {"profile", "recommendation",
+                                                          "upstream"}
 
 
 def test_docs_alias_table_is_the_contract() -> None:
@@ -130,7 +131,7 @@ def test_docs_alias_table_is_the_contract() -> None:
 
 def test_aliases_never_stand_for_a_code_the_profile_fixes() -> None:
     assert set(contract.ERROR_CODE_ALIASES.values()) <= set(contract.ERROR_CODES)
-    assert not set(contract.ERROR_CODE_ALIASES.values()) & set(contract.PROFILE_FIXED_ERROR_CODES)
+    assert not set(contract.ERROR_CODE_ALIASES.values()) & set(contract.UPSTREAM_RECIPE_ERROR_CODES)
     assert not set(contract.ERROR_CODE_ALIASES) & set(contract.ERROR_CODES)
 
 
@@ -165,10 +166,26 @@ def _rules_levels(v: Any) -> set[tuple[str, str]]:
     return {(f.rule, f.level) for f in v.findings}
 
 
+def test_a_code_upstreams_recipe_expects_is_non_strict_and_named() -> None:
+    """Issue 36 item 1: no normative document fixes a code; upstream's recipe does. Another
+    code there is non-strict (the finding names upstream's recipe and cites it alone),
+    failed with --strict; upstream's own runner would fail it; no alias stands for it."""
+    for code in ("missing_required_parameter", "invalid_body"):
+        v = _judge("openai-compatible.chat.invalid-body", [], _err(code), "error")
+        assert v.outcome == "passed" and ("error.code", "non-strict") in _rules_levels(v)
+        assert v.upstream_outcome == "failed"
+        (finding,) = [f for f in v.findings if f.rule == "error.code"]
+        assert "upstream's recipe chat-invalid-body.json expects error.code " \
+            "'missing_messages'" in finding.message
+        assert finding.spec == "beyond the profile's normative text: upstream recipe " \
+            "chat-invalid-body.json"
+        v = _judge("openai-compatible.chat.invalid-body", [], _err(code), "error", strict=True)
+        assert v.outcome == "failed" and ("error.code", "failed") in _rules_levels(v)
+    v = _judge("openai-compatible.chat.invalid-body", [], _err("missing_messages"), "error")
+    assert (v.outcome, v.level, v.upstream_outcome) == ("passed", "passed", "passed")
+
+
 def test_what_the_profile_fixes_stays_strict() -> None:
-    # a profile-fixed code: no alias stands for missing_messages (upstream's recipe)
-    v = _judge("level1.chat.invalid-body.missing-messages", [], _err("invalid_body"), "error")
-    assert v.outcome == "failed" and ("error.code", "failed") in _rules_levels(v)
     # the family a recipe names for an invalid body: a server_error is a wrong family
     v = _judge("level1.chat.invalid-body.messages-not-array", [],
                _err("bad_messages", "server_error"), "error")

@@ -42,7 +42,7 @@ OPERATION_FLAGS: Final = MappingProxyType({
     OP_EMBEDDINGS: {"streaming": False, "non_streaming": True, "tool_calls": False,
                     "cancellation": False},
 })
-#: the operations a level adds to the ones below it (spec §1: a higher level includes them)
+#: the operations a level adds to the ones below it (profile §4: a higher level includes them)
 LEVEL_OPERATIONS: Final = MappingProxyType(
     {1: (OP_CHAT,), 2: (OP_RESPONSES,), 3: (OP_MODELS, OP_EMBEDDINGS)}
 )

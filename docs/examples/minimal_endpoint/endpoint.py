@@ -149,7 +149,7 @@ class Config:
 
 
 def decode_request(op: Any, defect: str | None) -> bytes | Plan:
-    """The envelope bytes of a FRAME_SUBMIT, or an error plan when the frame breaks §3."""
+    """The envelope bytes of a FRAME_SUBMIT, or an error plan when the frame breaks §6.1."""
     metadata = op.submit.metadata.value
     try:
         view = unpack_body(op.submit.tail.body)
@@ -258,7 +258,7 @@ class Session:
         await neighbours.end_neighbours(self, state, event=event, status=status)
 
     async def push_empty(self, state: OpState) -> None:
-        """The empty success terminal: a RESULT_PUSH with zero payload frames (spec §3).
+        """The empty success terminal: a RESULT_PUSH with zero payload frames (§8.1).
         nnrp-py's typed builder refuses zero frames, so the metadata is written here."""
         op = state.op
         state.finished = True

@@ -18,6 +18,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Final
 
+from openai_codes import openai_codes
+
 VARIANTS: Final = MappingProxyType(
     {
         "upstream-names": (
@@ -46,6 +48,11 @@ VARIANTS: Final = MappingProxyType(
         "no-output-items": (
             "Responses streams without response.output_item.added/done events (the profile's "
             "event table has none)"
+        ),
+        "openai-codes": (
+            "OpenAI's own error codes where upstream's recipes expect theirs: "
+            "missing_required_parameter for a chat body without messages, unsupported_model "
+            "for a model it does not serve (openai_codes.py)"
         ),
         "timeout-server-error": "an expired nnrp.timeout_ms ends in a server_error",
         "timeout-cancelled": (
@@ -178,6 +185,7 @@ _RESTYLES: Final = MappingProxyType({
     if event.get("type") in ("response.output_item.added", "response.output_item.done")
     else event,
     "timeout-server-error": _timeout_family,
+    "openai-codes": openai_codes,
 })
 
 

@@ -25,7 +25,7 @@ Named checks a recipe opts into with ``checks: [...]``: ``capability-document``
 (``capability.document``, ``capability.agreement``), ``usage-shape`` (``usage.shape``),
 ``text-order`` (``order.text-index``).
 
-Matching ``expect.events`` (stricter than upstream, §11.C): one forward cursor over the
+Matching ``expect.events`` (stricter than upstream's runner): one forward cursor over the
 observed sequence (partial events, then the terminal event). For each entry, the events of
 its type at or after the cursor that contain ``fields``, or one of its ``fields_any_of``
 (recursive subset; arrays match element-wise as a prefix; scalars equal, ``true`` is not
@@ -35,7 +35,7 @@ that type may follow the cursor. The cursor then moves past the ``min_count``-th
 past the first match of an optional entry that is present, so optional entries are order-
 and field-checked too.
 
-Extension fields (spec §7): a top-level event field named after a manifest extension
+Extension fields (the manifest's extensions; the vLLM adapter design §10.3): a top-level event field named after a manifest extension
 (``name``, ``name.*``, or ``name`` with dots as underscores) is ignored by the schema check
 when the extension is non-critical, or critical and selected for the case; so non-critical
 extension fields never change a verdict. The field of a critical extension the case did not

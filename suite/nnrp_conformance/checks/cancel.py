@@ -4,8 +4,20 @@ reason is a recommended one (``cancel.reason``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from nnrp_conformance import contract
 from nnrp_conformance.checks.context import Context, at, type_of
+
+
+def limit_that_ended(extra: Mapping[str, Any]) -> str:
+    """The client limit that ended a case without a terminal, as a message says it: the idle
+    limit (nothing from the endpoint for that long) or the case limit."""
+    if extra.get("expired_by") == "idle":
+        return f"the idle limit ended the case ({extra.get('idle_timeout_s')}s with nothing " \
+               "from the endpoint)"
+    return f"the case limit ended the case ({extra.get('timeout_s')}s)"
 
 
 def check_cancel(ctx: Context) -> None:
@@ -18,8 +30,8 @@ def check_cancel(ctx: Context) -> None:
         local = " (the client's local lifecycle CANCELLED is not the endpoint's answer)" \
             if obs.extra.get("local_cancelled") else ""
         ctx.fail("cancel.unanswered", "the server never answered the cancel: no "
-                 "RESULT_DROP_REASON and no response.cancelled for the frame within the case "
-                 f"limit ({obs.extra.get('timeout_s')}s){local}",
+                 "RESULT_DROP_REASON and no response.cancelled for the frame before "
+                 f"{limit_that_ended(obs.extra)}{local}",
                  expected="the endpoint's terminal for the cancelled frame",
                  seen=obs.extra.get("delivery") or "nothing")
     if after is not None and obs.cancelled_at_index is None and after > 0 \

@@ -111,12 +111,16 @@ class Context:
     capability_file: str | None = None
 
     def fail(self, rule: str, message: str, *, index: int | None = None, expected: Any = None,
-             seen: Any = None) -> None:
+             seen: Any = None, about: str | None = None) -> None:
         """A broken rule: ``failed`` for a profile rule, ``non-strict`` for a recommendation
-        (``failed`` when strict); the rule's tag and its citation live in the rulebook."""
+        or an upstream recipe's expectation (``failed`` when strict); the rule's tag and its
+        citation live in the rulebook. The finding cites only the rule's quotes that apply to
+        what it is ``about`` (default: the type of the event at ``index``)."""
         level = rules.finding_level(rule, strict=self.strict)
+        if about is None and index is not None and 0 <= index < len(self.seq):
+            about = type_of(self.seq[index]) or None
         self.findings.append(Finding(rule, message, index, expected, seen,
-                                     rules.citation(rule), level))
+                                     rules.citation(rule, about), level))
 
     def note(self, rule: str, message: str, *, seen: Any = None) -> None:
         """Evidence worth reporting that judges nothing (``informational``)."""

@@ -1,8 +1,9 @@
-"""Checks on error events: the body ``{type, code, message}`` (``error.body``), the code the
-profile fixes for the case (``error.code``: upstream's recipes fix missing_messages,
-unsupported_operation, backend_error), and this suite's recommendations: its code list, each
-code's family and the code it maps a case to (``error.code-choice``), another
-implementation's name for a code (``error.code-alias``)."""
+"""Checks on error events: the body ``{type, code, message}`` (``error.body``, the profile's),
+the exact code upstream's recipe expects for the case (``error.code``, tag ``upstream``: no
+normative document fixes a code, so another code is non-strict; upstream's runner would fail
+it), and this suite's recommendations: its code list, each code's family and the code it maps
+a case to (``error.code-choice``), another implementation's name for a code
+(``error.code-alias``)."""
 
 from __future__ import annotations
 
@@ -87,13 +88,20 @@ def check_errors(ctx: Context) -> None:
         # an alias of the expected code is the alias rule's (non-strict); never for a code the
         # profile fixes, which aliases cannot name
         if code not in expected_codes and _recommended_code(code) not in expected_codes:
-            # A code the profile fixes for this case (upstream's recipes) is the profile's;
-            # any other expected code is this suite's choice for the case.
-            fixed = expected_codes & set(contract.PROFILE_FIXED_ERROR_CODES)
-            ctx.fail("error.code" if fixed else "error.code-choice",
-                     f"error.code {code!r} where this case maps to "
-                     f"{' or '.join(sorted(expected_codes))} — {at(seq, i)}", index=i,
-                     expected=sorted(expected_codes), seen=code)
+            # No normative document fixes a code: the code a recipe of ours expects is this
+            # suite's choice for the case; one another recipe (upstream's) expects is theirs.
+            recipe = getattr(ctx.case, "recipe", None)
+            want = " or ".join(repr(c) for c in sorted(expected_codes))
+            if recipe is None or recipe.is_ours:
+                ctx.fail("error.code-choice", f"error.code {code!r} where this case maps to "
+                         f"{want} — {at(seq, i)}", index=i, expected=sorted(expected_codes),
+                         seen=code)
+            else:
+                ctx.fail("error.code", f"upstream's recipe {recipe.path.name} expects "
+                         f"error.code {want}, seen {code!r}; no normative profile document "
+                         f"fixes a code (upstream's runner would fail this) — {at(seq, i)}",
+                         index=i, expected=sorted(expected_codes), seen=code,
+                         about=recipe.path.name)
     if ctx.obs.terminal_kind == contract.TERMINAL_ERROR and ctx.obs.terminal_event is None \
             and ctx.case.expected_terminal == contract.TERMINAL_ERROR:
         # the profile: "NNRP error plus profile error object where available" (§7)

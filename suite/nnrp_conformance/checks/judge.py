@@ -119,16 +119,38 @@ def judge_beyond_profile(ctx: Context) -> None:
     beyond = getattr(ctx.case, "beyond_profile", None)
     if not beyond or ctx.obs.terminal_kind is None:
         return
-    failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
+    # only the profile's own failures decide (a recommendation failed by --strict stays as it
+    # is, and never turns the recipe's surplus back into the profile's terminal.kind)
+    failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED
+              and (rule := rules.lookup(f.rule)) is not None and rule.tag == rules.TAG_PROFILE]
     if not failed or any(f.rule not in _EXPECTATION_RULES for f in failed):
         return
-    ctx.findings = [f for f in ctx.findings if f.level != rules.LEVEL_FAILED]
+    ctx.findings = [f for f in ctx.findings if f not in failed]
     how = "" if ctx.obs.terminal_kind == ctx.case.expected_terminal \
-        else f", not the {ctx.case.expected_terminal} terminal"
-    ctx.fail(beyond["rule"], f"a valid profile answer ({len(ctx.obs.events)} event(s), terminal "
-             f"{ctx.obs.terminal_kind}), but not what this recipe expects beyond the profile"
-             f"{how}: {beyond['reading']}", index=ctx.obs.terminal_index,
-             expected=ctx.case.expected_terminal, seen=ctx.obs.terminal_kind)
+        else f" (it expects the {ctx.case.expected_terminal} terminal)"
+    ctx.fail(beyond["rule"], f"the endpoint {ending(ctx.obs)}: a valid profile answer, not what "
+             f"this recipe expects beyond the profile{how}: {beyond['reading']}",
+             index=ctx.obs.terminal_index, expected=ctx.case.expected_terminal,
+             seen=ctx.obs.terminal_kind)
+
+
+def ending(obs: Observation) -> str:
+    """How the endpoint ended an operation, in words: the terminal and what it carried."""
+    n = len(obs.events)
+    term = obs.terminal_event
+    kind = type_of(term)
+    if kind == contract.EV_CANCELLED:
+        return f"stopped after {n} event(s) with response.cancelled (reason " \
+               f"{term.get('reason')!r})"
+    if kind == contract.EV_ERROR:
+        err = term.get("error") if isinstance(term.get("error"), dict) else {}
+        return f"ended after {n} event(s) with response.error (type {err.get('type')!r}, code " \
+               f"{err.get('code')!r})"
+    if kind == contract.EV_COMPLETED:
+        return f"completed the answer ({n} event(s), response.completed)"
+    how = obs.extra.get("drop_reason") or obs.extra.get("delivery") or "no profile event"
+    return f"ended after {n} event(s) with a {obs.terminal_kind} terminal without a profile " \
+           f"body ({how})"
 
 
 def _verdict(ctx: Context) -> Verdict:

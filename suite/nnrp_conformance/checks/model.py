@@ -32,6 +32,16 @@ class Verdict:
     def passed(self) -> bool:
         return self.outcome == contract.OUTCOME_PASSED
 
+    @property
+    def upstream_outcome(self) -> str:
+        """The outcome upstream's own runner would give: ``failed`` also where only an upstream
+        recipe's expectation beyond the normative text was missed (rules.TAG_UPSTREAM)."""
+        if self.outcome == contract.OUTCOME_PASSED and any(
+                (rule := rules.lookup(f.rule)) is not None and rule.tag == rules.TAG_UPSTREAM
+                for f in self.findings):
+            return contract.OUTCOME_FAILED
+        return self.outcome
+
 
 def verdict_of(case_id: str, terminal: str | None, findings: list[Finding], events: int
                ) -> Verdict:

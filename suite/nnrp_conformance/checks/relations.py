@@ -181,7 +181,7 @@ def _chunks(ctx: Context) -> list[tuple[int, dict[str, Any]]]:
 def check_completion_identity(ctx: Context) -> None:
     chunks = _chunks(ctx)
     if not chunks:
-        return  # openai_chunk is optional (§4): nothing to compare
+        return  # openai_chunk is optional (§7, §12): nothing to compare
     at, ref = chunks[0]
     for i, chunk in chunks[1:]:
         for key in _CHUNK_IDENTITY:

@@ -75,7 +75,13 @@ def _streamed_items(ctx: Context) -> dict[int, _Item]:
 
 
 def check_output_items(ctx: Context) -> None:
-    if not _applies(ctx):
+    """The item lifecycle, judged only when the stream has item events: they are this
+    project's reading of OpenAI's Responses stream, outside the profile's event table (whose
+    §7.1 calls an event shape outside the profile a stream error), so their absence is
+    never recommended against."""
+    if not _applies(ctx) or not any(
+            type_of(ev) in (contract.EV_OUTPUT_ITEM_ADDED, contract.EV_OUTPUT_ITEM_DONE)
+            for ev in ctx.obs.events):
         return
     seq = ctx.seq
     rule = "output-item.lifecycle"

@@ -37,16 +37,15 @@ def _with_recommended_code(ev: Any) -> Any:
 
 def _profile_fields(typ: str, fields: Any) -> Any:
     """The part of an expectation's fields the profile fixes. In an error body that is the
-    family, and the code only where the profile fixes it (upstream's recipes); the family
-    too is open for a code the profile fixes without one (backend_error). The rest of the
-    code is checks.errors' (error.code-choice, a recommendation)."""
+    family but never the code: no normative document fixes a code (checks.errors judges it:
+    error.code for upstream's recipes, error.code-choice for ours); the family too is open
+    for a code upstream's recipe names without one (backend_error)."""
     err = fields.get("error") if typ == contract.EV_ERROR and isinstance(fields, dict) else None
     if not isinstance(err, dict):
         return fields
     code = err.get("code")
     kept = {k: v for k, v in err.items()
-            if not (k == "code" and code not in contract.PROFILE_FIXED_ERROR_CODES)
-            and not (k == "type" and code in contract.FAMILY_OPEN_ERROR_CODES)}
+            if k != "code" and not (k == "type" and code in contract.FAMILY_OPEN_ERROR_CODES)}
     return {**fields, "error": kept}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from nnrp_conformance import contract, validation
 from nnrp_conformance.checks.context import Context, at, type_of
@@ -108,6 +109,13 @@ def schema_rule(v: validation.Violation) -> str | None:
     return "event.schema"
 
 
+def _expected(violations: list[validation.Violation]) -> Any:
+    """What the profile (or the recommendation) expected where the event broke it, by
+    pointer: the values themselves (a type, the required fields), never a schema id."""
+    shown = {v.pointer or "/": v.expected for v in violations if v.expected is not None}
+    return shown or None
+
+
 def check_schema(ctx: Context) -> None:
     allowed = _allowed_extensions(ctx)
     seq = ctx.seq
@@ -137,8 +145,7 @@ def check_schema(ctx: Context) -> None:
                     "event.value-limit": "exceeds a limit this suite recommends"}[rule]
             ctx.fail(rule, f"{type_of(ev) or 'event'} {what}: "
                      + "; ".join(str(v) for v in violations) + f" — {at(seq, i)}",
-                     index=i, expected=contract.EVENT_SCHEMA_NAMES.get(type_of(ev) or "", "event"),
-                     seen=[str(v) for v in violations])
+                     index=i, expected=_expected(violations), seen=[str(v) for v in violations])
     if diagnostics_at:
         first = diagnostics_at[0]
         ctx.fail("event.diagnostics-field", f"{len(diagnostics_at)} event(s) carry a top-level "

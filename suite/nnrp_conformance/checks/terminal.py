@@ -6,6 +6,7 @@ matching event (``terminal.exactly-once``, ``terminal.kind``), nothing after it
 from __future__ import annotations
 
 from nnrp_conformance import contract
+from nnrp_conformance.checks.cancel import limit_that_ended
 from nnrp_conformance.checks.context import Context, at, show, type_of
 
 
@@ -79,10 +80,7 @@ def check_timeout(ctx: Context) -> None:
         if obs.cancelled_at_index is not None:
             return  # the cancel was sent: cancel.unanswered names the cause
         extra = obs.extra
-        if extra.get("expired_by") == "idle":
-            limit = f"nothing from the endpoint for the idle limit ({extra.get('idle_timeout_s')}s)"
-        else:
-            limit = f"the case limit ({extra.get('timeout_s')}s) passed"
+        limit = limit_that_ended(extra)
         if not obs.events:
             ctx.fail("timeout.silence", f"no event and no terminal: {limit}",
                      expected="events then one terminal", seen="silence")

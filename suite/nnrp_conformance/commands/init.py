@@ -55,31 +55,52 @@ __all__ = [
     "run",
 ]
 
-_FLAG_TEXT = {
-    "streaming": (
-        "answers `stream: true` with text deltas (one `PARTIAL_RESULT` per event) and one "
-        "terminal",
-        "does not stream; the Level 1 mandatory streaming recipes still run and fail with rule "
-        "`capability.not-claimed`",
-    ),
-    "non_streaming": (
-        "answers `stream: false` with one `response.completed` whose `body` is the "
-        "`chat.completion`",
-        "has no non-streaming answer; the Level 1 mandatory non-streaming recipe still runs "
-        "and fails with rule `capability.not-claimed`",
-    ),
-    "tool_calls": (
-        "streams tool calls as `response.tool_call.started` / `.delta` / `.completed` (or "
-        "`.error`) per `call_id`; the optional tool-call recipes will run",
-        "does not stream tool calls; the optional tool-call recipes are skipped (not claimed)",
-    ),
-    "cancellation": (
-        "honours a client cancel (ends with `RESULT_DROP_REASON` `PEER_CANCELLED`) and the "
-        "in-band hint `nnrp.cancel_after_events` (ends with `response.cancelled`); the optional "
-        "cancellation recipes will run",
-        "does not claim cancellation; the optional cancellation recipes are skipped",
-    ),
+#: the object a non-streaming answer's ``response.completed`` body is, per operation
+_BODY_OBJECT = {
+    contract.OP_CHAT_COMPLETIONS_CREATE: "a `chat.completion`",
+    contract.OP_RESPONSES_CREATE: "a Responses `response` object",
+    contract.OP_EMBEDDINGS_CREATE: "an embeddings `list`",
+    contract.OP_MODELS_LIST: "a models `list`",
 }
+#: the level whose recipes an operation's flags select (its own; unknown operations: none)
+_LEVEL_OF = {contract.OP_CHAT_COMPLETIONS_CREATE: 1, contract.OP_RESPONSES_CREATE: 2,
+             contract.OP_EMBEDDINGS_CREATE: 3, contract.OP_MODELS_LIST: 3}
+
+
+def _unclaimed(op: str, key: str, what: str) -> str:
+    """What leaving flag ``key`` false does to ``op``'s recipes: its level's mandatory recipes
+    that need it still run and fail ``capability.not-claimed``; where none needs it, nothing."""
+    level = _LEVEL_OF.get(op)
+    needs = {1: ("streaming", "non_streaming"), 2: ("streaming", "non_streaming"),
+             3: ("non_streaming",)}.get(level or 0, ())
+    if key not in needs:
+        return f"{what}; no recipe of `{op}` needs it, so nothing changes"
+    return f"{what}; the Level {level} mandatory recipes of `{op}` that need it still run " \
+           "and fail with rule `capability.not-claimed`"
+
+
+def _flag_text(op: str, key: str) -> tuple[str, str]:
+    """(claimed, not claimed) wording of one operation flag for the review checklist."""
+    if key == "streaming":
+        return ("answers `stream: true` with its events (one `PARTIAL_RESULT` per event) and "
+                "one terminal", _unclaimed(op, key, "does not stream"))
+    if key == "non_streaming":
+        body = _BODY_OBJECT.get(op, "the operation's OpenAI-compatible response")
+        return (f"answers `stream: false` with one `response.completed` whose `body` is {body}",
+                _unclaimed(op, key, "has no non-streaming answer"))
+    if key == "tool_calls":
+        return ("streams tool calls as `response.tool_call.started` / `.delta` / `.completed` "
+                "(or `.error`) per `call_id`; the optional tool-call recipes will run",
+                "does not stream tool calls; the optional tool-call recipes are skipped "
+                "(not claimed)")
+    return ("ends a cancelled operation with its own terminal (an NNRP drop or "
+            "`response.cancelled`); the optional cancellation recipes will run (whether it also "
+            "acts on upstream's in-band hint `nnrp.cancel_after_events` is not part of this "
+            "claim: the suite's reading, judged non-strict)",
+            "does not claim cancellation; the optional cancellation recipes are skipped")
+
+
+_FLAGS = ("streaming", "non_streaming", "tool_calls", "cancellation")
 
 
 class InitError(Exception):
@@ -158,7 +179,8 @@ def derive_manifest(
         entry: dict[str, Any] = {"name": op["name"]}
         base = f"/operations/{i}"
         claims.append(Claim(f"{base}/name", f"the endpoint serves `{op['name']}`"))
-        for key, (yes, no) in _FLAG_TEXT.items():
+        for key in _FLAGS:
+            yes, no = _flag_text(op["name"], key)
             value, stated = _flag(op, key)
             entry[key] = value
             text = yes if value else no

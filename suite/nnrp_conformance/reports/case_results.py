@@ -1,4 +1,4 @@
-"""The case-results JSON: upstream's format (upstream-notes §8.2), our evidence in ``diagnostics``.
+"""The case-results JSON: upstream's format (its api-profile-case-results schema), our evidence in ``diagnostics``.
 
 The document is validated against the ``case-results`` schema before it is written; a
 document that breaks it is still written (so the evidence is not lost) and the violations

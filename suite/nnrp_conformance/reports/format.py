@@ -16,6 +16,7 @@ __all__ = [
     "event_runs",
     "finding_lines",
     "findings_block",
+    "not_run",
     "reason_text",
     "render_value",
     "summary_line",
@@ -58,22 +59,35 @@ def reason_text(record: CaseRecord, width: int | None = None) -> str:
     return clip(record.reason or "", width)
 
 
+def not_run(record: CaseRecord) -> str | None:
+    """``deselected`` (pytest's -k/-m) or ``not run`` (interrupted) for a case this session
+    never ran, else None (a case the plan skipped is skipped, as pytest says)."""
+    diagnostics = record.upstream.get("diagnostics") if isinstance(record.upstream, dict) \
+        else None
+    mark = diagnostics.get("not_run") if isinstance(diagnostics, dict) else None
+    if mark == "deselected":
+        return "deselected"
+    return "not run" if mark is True else None
+
+
 def counts(records: Iterable[CaseRecord]) -> dict[str, int]:
-    """Cases per outcome; a waived failure counts as ``waived``, not as failed or passed."""
-    out = {"passed": 0, "failed": 0, "skipped": 0, "waived": 0}
+    """Cases per outcome as pytest counts them; a waived failure counts as ``waived``, not as
+    failed or passed; a case never run is ``deselected`` or ``not run``, not skipped."""
+    out = {"passed": 0, "failed": 0, "skipped": 0, "waived": 0, "deselected": 0, "not run": 0}
     for r in records:
-        key = "waived" if r.waived else r.outcome
+        key = "waived" if r.waived else (not_run(r) if r.skipped else None) or r.outcome
         out[key] = out.get(key, 0) + 1
     return out
 
 
 def summary_line(records: Sequence[CaseRecord]) -> str:
-    """'N passed, N failed[, N waived], N skipped' (the plain closing line CI readers
-    understand), then
-    how many of the passed were non-strict or informational."""
+    """'N passed, N failed[, N waived], N skipped[, N deselected][, N not run]' (the plain
+    closing line CI readers understand, counting as pytest does), then how many of the
+    passed were non-strict or informational."""
     c = counts(records)
     waived = f", {c['waived']} waived" if c["waived"] else ""
     line = f"{c['passed']} passed, {c['failed']} failed{waived}, {c['skipped']} skipped"
+    line += "".join(f", {c[k]} {k}" for k in ("deselected", "not run") if c[k])
     notes = [f"{n} {label}" for label in ("non-strict", "informational")
              if (n := sum(1 for r in records if verdict_label(r) == label))]
     return line + (f" ({', '.join(notes)})" if notes else "")

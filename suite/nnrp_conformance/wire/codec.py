@@ -1,4 +1,4 @@
-"""Typed-payload encode/decode for the profile's wire mapping (spec §3).
+"""Typed-payload encode/decode for the profile's wire mapping (profile §6.1, §8.1).
 
 Owns: building the FRAME_SUBMIT for an envelope (or for deliberately malformed frames),
 checking a received FRAME_SUBMIT against the mapping, encoding PARTIAL_RESULT event
@@ -33,7 +33,7 @@ from nnrp.core import (
 
 from nnrp_conformance import contract
 
-#: descriptor values every profile typed frame carries (spec §3)
+#: descriptor values every profile typed frame carries (profile §6.1)
 SPEC_DESCRIPTOR: dict[str, int] = {
     "payload_kind": contract.WIRE_PAYLOAD_KIND_STRUCTURED_EVENT,
     "profile_id": contract.WIRE_PROFILE_ID,
@@ -158,7 +158,7 @@ def _check_descriptor(frame: Any, where: str) -> None:
 
 
 def decode_typed_frames(metadata: Any, body: bytes, *, where: str) -> tuple[Any, ...]:
-    """Typed frames of a FRAME_SUBMIT / RESULT_PUSH body, with the prelude checks of §3."""
+    """Typed frames of a FRAME_SUBMIT / RESULT_PUSH body, with the prelude checks of §6.1 and §8.1."""
     try:
         view = unpack_body(body)
     except (ValueError, TypeError) as exc:

@@ -149,7 +149,7 @@ def unlistenable_reason(endpoint: Endpoint) -> str | None:
 
 
 def server_options(endpoint: Endpoint, **kwargs: Any) -> NativeServerBootstrapOptions:
-    # Forced policy: the server's AUTO fails with no ipc/websocket routes (notes §6.1), and an
+    # Forced policy: the server's AUTO fails with no ipc/websocket routes (the nnrp-py notes' pitfalls), and an
     # explicit provider route is the only way to bind port 0 (the app endpoint maps 0 -> 4433).
     return NativeServerBootstrapOptions(
         endpoint=endpoint.app_endpoint,
