@@ -45,6 +45,7 @@ from nnrp_conformance.options import (
 )
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
+from nnrp_conformance.twin import open_twin
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -99,6 +100,7 @@ class ConformanceCore:
         # the receive time of the last refused frame already shown on a case's result
         self._refusals_shown_ns = 0
         self._stack = contextlib.ExitStack()
+        self.twin: Any = None  # --nnrp-http-twin (twin/), made by prepare()
 
     # --- connection --------------------------------------------------------------------
     @property
@@ -257,6 +259,7 @@ class ConformanceCore:
         ``capabilities_error``, an unreachable target raises :class:`TargetError`), the plan,
         and, with ``write``, the plan written."""
         self.load_baseline()
+        self.twin = self.twin or open_twin(self.options)
         self.load_manifest()
         self.load_recipes()
         if capabilities is None and fetch and self.options.target:
@@ -359,7 +362,7 @@ class ConformanceCore:
         return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
                 "capability_document": self.capabilities, "idle_timeout": o.idle_timeout,
                 "strict": o.strict, "capability_file": capability_file,
-                "trace": o.trace_dir is not None}
+                "trace": o.trace_dir is not None, "twin": self.twin}
 
     def _note_frames(self, before: int, during: str) -> None:
         """Count ``during`` as a silent operation, or remember the endpoint's last frame."""
@@ -384,9 +387,10 @@ class ConformanceCore:
     def close(self) -> None:
         client, self._client = self._client, None
         try:
-            if client is not None and self._portal is not None:
-                with contextlib.suppress(Exception):
-                    self._portal.call(client.aclose)
+            for closing in (client, self.twin):
+                if closing is not None and self._portal is not None:
+                    with contextlib.suppress(Exception):
+                        self._portal.call(closing.aclose)
         finally:
             self._portal = None
             self._stack.close()
