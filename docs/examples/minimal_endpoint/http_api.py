@@ -7,9 +7,10 @@ request the two answers agree: ``POST /v1/chat/completions``, ``/v1/responses``,
 ``/v1/embeddings`` (JSON, or SSE ``data:`` lines ending with ``data: [DONE]`` for
 ``stream: true``) and ``GET /v1/models``; an error is OpenAI's ``{"error": {...}}`` with the
 status the NNRP terminal carries. ``--defect`` makes it part from the NNRP answers in one
-known way, so the suite's tests see each kind of difference reported::
+known way (repeat it for several at once), so the suite's tests see each kind of difference
+reported::
 
-    python docs/examples/minimal_endpoint/http_api.py --listen 127.0.0.1:0 [--levels N] [--defect NAME]
+    python docs/examples/minimal_endpoint/http_api.py --listen 127.0.0.1:0 [--levels N] [--defect NAME ...]
 
 The first stdout line is ``LISTENING http://127.0.0.1:<port>``. Standard library only.
 """
@@ -83,25 +84,25 @@ def _responses_events(events: list[dict[str, Any]], body: dict[str, Any]) -> lis
     return [*out, {"type": "response.completed", "response": body}]
 
 
-def _apply_defect(defect: str | None, operation: str, body: Any) -> None:
+def _apply_defects(defects: frozenset[str], body: Any) -> None:
     if not isinstance(body, dict):
         return
     usage = body.get("usage")
-    if defect == "usage" and isinstance(usage, dict):
+    if "usage" in defects and isinstance(usage, dict):
         for key in ("prompt_tokens", "input_tokens"):
             if key in usage:
                 usage[key] += 1
                 usage["total_tokens"] += 1
     for choice in body.get("choices") or ():
         message = choice.get("message") or {}
-        if defect == "text" and isinstance(message.get("content"), str):
+        if "text" in defects and isinstance(message.get("content"), str):
             message["content"] += " more"
-        if defect == "finish" and choice.get("finish_reason") == "length":
+        if "finish" in defects and choice.get("finish_reason") == "length":
             choice["finish_reason"] = "stop"
 
 
 def answer(method: str, path: str, raw: bytes, *, model: str, levels: int,
-           defect: str | None) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
+           defects: frozenset[str]) -> tuple[int, dict[str, Any] | list[dict[str, Any]]]:
     """(status, a JSON body or the list of SSE events) for one HTTP request."""
     operation = ROUTES.get((method, path.split("?", 1)[0].rstrip("/")))
     if operation is None:
@@ -118,7 +119,7 @@ def answer(method: str, path: str, raw: bytes, *, model: str, levels: int,
                         defect=None, levels=levels, planners=planners)
     terminal = plan.terminal or {}
     if terminal.get("type") == "response.error":
-        if defect == "accepts-invalid" and operation == OP_CHAT:
+        if "accepts-invalid" in defects and operation == OP_CHAT:
             empty = {"role": "assistant", "content": ""}
             return 200, {"id": "chatcmpl-x", "object": "chat.completion", "model": model,
                          "created": int(time.time()),
@@ -127,18 +128,18 @@ def answer(method: str, path: str, raw: bytes, *, model: str, levels: int,
                                    "total_tokens": 0}}
         return plan.status, {"error": terminal["error"]}
     final = terminal.get("body") or {}
-    _apply_defect(defect, operation, final)
+    _apply_defects(defects, final)
     if not (isinstance(body, dict) and body.get("stream") is True):
         return 200, final
     events = _events(plan)
-    if defect == "text":
+    if "text" in defects:
         events.append({"type": "response.output_text.delta", "index": 0, "delta": " more"})
     if operation == OP_RESPONSES:
         return 200, _responses_events(events, final)
     return 200, _chat_chunks(events, final)
 
 
-def handler(model: str, levels: int, defect: str | None) -> type[BaseHTTPRequestHandler]:
+def handler(model: str, levels: int, defects: frozenset[str]) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -146,7 +147,7 @@ def handler(model: str, levels: int, defect: str | None) -> type[BaseHTTPRequest
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             status, out = answer(self.command, self.path, raw, model=model, levels=levels,
-                                 defect=defect)
+                                 defects=defects)
             if isinstance(out, list):
                 data = b"".join(b"data: " + json.dumps(ev).encode() + b"\n\n" for ev in out)
                 data += b"data: [DONE]\n\n"
@@ -172,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (loopback)")
     parser.add_argument("--model", default="minimal-model")
     parser.add_argument("--levels", type=int, choices=(1, 2, 3), default=1)
-    parser.add_argument("--defect", choices=sorted(DEFECTS), default=None)
+    parser.add_argument("--defect", choices=sorted(DEFECTS), action="append", default=[])
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
-    server = ThreadingHTTPServer((host, int(port)), handler(args.model, args.levels, args.defect))
+    server = ThreadingHTTPServer((host, int(port)), handler(args.model, args.levels,
+                                                            frozenset(args.defect)))
     print(f"LISTENING http://{host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
