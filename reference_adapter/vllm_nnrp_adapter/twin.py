@@ -6,25 +6,53 @@ vllm_nnrp_adapter.vllm_plugin.NnrpServing`` and ``NNRP_PLUGIN_LISTEN``), so the 
 and the HTTP answer come from one engine, one model, one set of engine flags; finding that
 server's HTTP port (:func:`http_url`); and the run's record, ``twin.json`` beside the suite's
 files (:func:`summarize`: every case compared or not, each difference with both sides).
-``vllm-nnrp conformance --http-twin`` and ``vllm-nnrp release`` (its ``twin/`` folder per
-vLLM version) run it; docs/twin.md lists what it found on each tested version and why.
+``vllm-nnrp conformance --http-twin`` (:func:`main`) and ``vllm-nnrp release`` (its ``twin/``
+folder per vLLM version) run it; docs/twin.md lists what it found on each tested version.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .conformance import AdapterProcess, manifest_for_vllm, run_suite
+from . import NEWEST_TESTED, TESTED_VERSIONS
+from .conformance import (
+    REPO_ROOT,
+    AdapterProcess,
+    ConformanceSetupError,
+    manifest_for_vllm,
+    run_suite,
+    tiny_model,
+    vllm_python,
+    vllm_version_of,
+)
 
-__all__ = ["TWIN_DIR", "TWIN_SUMMARY", "http_url", "run_twin", "summarize"]
+__all__ = ["TWIN_DIR", "TWIN_FLAG", "TWIN_PROBES", "TWIN_SUMMARY", "http_url", "main",
+           "probe_recipes", "run_twin", "summarize"]
+
+#: ``vllm-nnrp conformance --http-twin`` runs :func:`main` instead of the explicit path's run
+TWIN_FLAG = "--http-twin"
 
 #: where the release run records the twin of one vLLM version (below its ``vllm-VERSION/``)
 TWIN_DIR = "twin"
 #: the run's record of the comparison, beside the suite's case results
 TWIN_SUMMARY = "twin.json"
+#: requests no recipe sends (optional fields, sampling with a seed, invalid values), each a
+#: recipe whose answer the twin compares; in a source checkout only (docs/twin.md#probes)
+TWIN_PROBES = REPO_ROOT / "tests" / "real_vllm" / "twin_probes"
+
+
+def probe_recipes() -> list[str]:
+    """The suite's ``--recipes`` options for the bundled recipes plus :data:`TWIN_PROBES`, or
+    none (the bundled recipes alone) without a checkout."""
+    if not (TWIN_PROBES.is_dir() and (REPO_ROOT / "recipes").is_dir()):
+        return []
+    return ["--recipes", str(REPO_ROOT / "recipes"), "--recipes", str(TWIN_PROBES)]
 
 
 def http_url(adapter: AdapterProcess) -> str:
@@ -61,10 +89,11 @@ def summarize(results: dict[str, Any], **facts: Any) -> dict[str, Any]:
 
 
 def run_twin(python: str, model_dir: Path, version: str, out_dir: Path,
-             extra: Sequence[str] = ()) -> int:
+             extra: Sequence[str] = (), *, manifest: Path | None = None) -> int:
     """``vllm serve`` with the plugin on ``python``'s vLLM, then the suite against its NNRP
-    endpoint with its HTTP API as the twin; writes the suite's files and :data:`TWIN_SUMMARY`
-    to ``out_dir``. The suite's exit status (0: no case failed; twin differences do not fail
+    endpoint with its HTTP API as the twin (with ``manifest``, else the claims the adapter keeps
+    on ``version``; ``extra``: more suite options, by default :func:`probe_recipes`); writes the
+    suite's files and :data:`TWIN_SUMMARY` to ``out_dir``. The suite's exit status (0: no case failed; twin differences do not fail
     a case: they are non-strict)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with AdapterProcess(python, model_dir, log_path=out_dir / "vllm-serve.log",
@@ -73,9 +102,9 @@ def run_twin(python: str, model_dir: Path, version: str, out_dir: Path,
         print(f"==> vllm serve with the NNRP plugin: NNRP {adapter.address}, HTTP {url} "
               f"(vLLM {adapter.info.get('vllm_version')}, up in {adapter.started_in_s:.1f} s)",
               flush=True)
-        manifest = manifest_for_vllm(version)
+        manifest = (manifest or manifest_for_vllm(version)).resolve()
         rc = run_suite(adapter.address, manifest, out_dir,
-                       ["--nnrp-http-twin", url, "-q", *extra])
+                       ["--nnrp-http-twin", url, "-q", *(extra or probe_recipes())])
         results_path = out_dir / "case-results.json"
         if results_path.is_file():
             results = json.loads(results_path.read_text(encoding="utf-8"))
@@ -87,3 +116,29 @@ def run_twin(python: str, model_dir: Path, version: str, out_dir: Path,
                   f"differences in {len(summary['with_differences'])}: "
                   f"{', '.join(summary['with_differences']) or 'none'}", flush=True)
     return rc
+
+
+def main(argv: Sequence[str]) -> int:
+    """``vllm-nnrp conformance --http-twin``: :func:`run_twin` on the embedded default."""
+    p = argparse.ArgumentParser(
+        prog=f"vllm-nnrp conformance {TWIN_FLAG}",
+        description="Start vllm serve with the NNRP plugin on the embedded default (real vLLM "
+        "CPU, tiny local model) and run the suite against its NNRP endpoint, every request "
+        "also sent to vLLM's own HTTP API on the same engine and the answers compared "
+        "(docs/twin.md).")
+    p.add_argument("--vllm-version", default=None,
+                   help=f"one of {', '.join(TESTED_VERSIONS)}; default: this interpreter's "
+                   f"vLLM, else {NEWEST_TESTED}")
+    p.add_argument("--model-dir", type=Path, default=None, help="default: the tiny model")
+    p.add_argument("--manifest", type=Path, default=None)
+    p.add_argument("--out", type=Path, default=Path("artifacts/twin"))
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    args = p.parse_args(list(argv))
+    try:
+        python = vllm_python(args.vllm_version)
+        model_dir = args.model_dir or tiny_model(python)
+        return run_twin(python, model_dir, vllm_version_of(python), args.out.resolve(),
+                        args.pytest_args, manifest=args.manifest)
+    except (ConformanceSetupError, subprocess.CalledProcessError, RuntimeError) as exc:
+        print(f"vllm-nnrp conformance {TWIN_FLAG}: {exc}", file=sys.stderr)
+        return 2

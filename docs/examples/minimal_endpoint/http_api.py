@@ -25,7 +25,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chat_profile import OP_CHAT, OP_EMBEDDINGS, OP_MODELS, OP_RESPONSES, SCHEMA_VERSION, plan_request
+from chat_profile import (
+    OP_CHAT,
+    OP_EMBEDDINGS,
+    OP_MODELS,
+    OP_RESPONSES,
+    SCHEMA_VERSION,
+    plan_request,
+)
 from discovery_profile import plan_embeddings, plan_models
 from responses_profile import plan_responses
 

@@ -23,6 +23,7 @@ from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
 from nnrp_conformance.jsonsafe import jsonable
+from nnrp_conformance.options import SetupError
 from nnrp_conformance.twin.answers import from_http, from_nnrp
 from nnrp_conformance.twin.compare import compare_answers
 from nnrp_conformance.twin.http import (
@@ -125,8 +126,6 @@ class HttpTwin:
 def open_twin(options: RunOptions) -> HttpTwin | None:
     """The run's twin when ``--nnrp-http-twin`` asks for one; a SetupError (the message meant
     for the user) for a URL that is not HTTP or an install without httpx."""
-    from nnrp_conformance.options import SetupError
-
     url = options.http_twin
     if not url:
         return None

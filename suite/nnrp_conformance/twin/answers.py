@@ -149,7 +149,7 @@ def body_fields(operation: str, body: Any) -> dict[str, Any]:
 def _merge(stream: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     """The stream's fields, completed by the body's where the stream has none."""
     return {k: stream.get(k) if stream.get(k) is not None else body.get(k)
-            for k in {*stream, *body}}
+            for k in dict.fromkeys([*stream, *body])}
 
 
 # --- the NNRP side ---------------------------------------------------------------------------

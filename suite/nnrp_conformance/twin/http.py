@@ -56,6 +56,7 @@ class HttpTwinUnavailable(RuntimeError):
 def load_httpx() -> Any:
     """The httpx module, or :class:`HttpTwinUnavailable` naming the extra to install."""
     try:
+        # lazy on purpose: httpx is the http-twin extra; a run without the twin never needs it
         import httpx
     except ImportError:
         raise HttpTwinUnavailable(f"--nnrp-http-twin needs httpx, which is not installed: "
