@@ -136,6 +136,8 @@ def test_each_difference_is_reported_side_by_side_and_is_non_strict(
         assert "NNRP " in finding["message"] and " | HTTP " in finding["message"]
         assert rule in result["diagnostics"]["http_twin"]["differences"]
         assert f"{case_id}: [{rule}] NON-STRICT" in report
+        # the one command that re-runs the case asks the twin too
+        assert f"--http-twin {url} " in result["diagnostics"]["reproduce"]
     assert "  HTTP: " in report and "  NNRP: " in report
 
 
@@ -169,3 +171,16 @@ def test_without_httpx_the_suite_runs_and_the_option_names_the_extra(tmp_path: P
     assert "Traceback" not in proc.stderr
     assert "--nnrp-http-twin needs httpx" in proc.stderr
     assert "pip install 'nnrp-conformance[http-twin]'" in proc.stderr
+
+
+def test_an_http_api_that_does_not_answer_is_shown_and_judges_nothing(
+        tmp_path: Path, levels_endpoint: Any) -> None:
+    with http_api(tmp_path) as url:
+        pass  # stopped: its port now refuses
+    proc, results = run(tmp_path, levels_endpoint, url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = results["level1.chat.non-streaming-body"]
+    (finding,) = twin_findings(result)
+    assert (finding["rule"], finding["level"]) == ("twin.unanswered", "informational")
+    assert "ConnectError" in finding["message"]
+    assert result["diagnostics"]["http_twin"]["compared"] is False
