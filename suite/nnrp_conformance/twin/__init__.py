@@ -46,19 +46,24 @@ __all__ = ["DIAGNOSTICS_KEY", "RULE_UNANSWERED", "HttpTwin", "HttpTwinUnavailabl
 DIAGNOSTICS_KEY = "http_twin"
 #: the HTTP API gave no answer (refused, timed out, not JSON): evidence, judging nothing
 RULE_UNANSWERED = "twin.unanswered"
-_ENVELOPE_MEMBERS = frozenset({"schema_version", "operation", "request_id", "body", "nnrp"})
+
+
+def operation_of(case: PlannedCase) -> str:
+    """The operation the case's envelope submitted (what the HTTP path follows)."""
+    sent = case.envelope.get("operation") if isinstance(case.envelope, dict) else None
+    return sent if isinstance(sent, str) else case.operation
 
 
 def why_not_compared(case: PlannedCase, result: CaseResult) -> str | None:
     """Why ``case`` has nothing to compare over HTTP, or None when it has."""
     envelope = case.envelope if isinstance(case.envelope, dict) else {}
     nnrp = envelope.get("nnrp")
-    if route_for(case.operation) is None:
-        return f"{case.operation} has no HTTP path"
+    if route_for(operation_of(case)) is None:
+        return f"{operation_of(case)} has no HTTP path"
     if case.raw:
         return "the submit is malformed on purpose (request.raw): NNRP framing has no HTTP form"
     if envelope.get("schema_version") != contract.SCHEMA_VERSION or \
-            set(envelope) - _ENVELOPE_MEMBERS or not isinstance(envelope.get("body"), dict):
+            set(envelope) - set(contract.ENVELOPE_FIELDS) or not isinstance(envelope.get("body"), dict):
         return "the envelope itself is invalid on purpose: the HTTP API receives only a body"
     if case.cancel_after_events is not None:
         return "the suite cancelled the NNRP operation on purpose: there is no answer to compare"
@@ -99,12 +104,13 @@ class HttpTwin:
         if why is not None:
             return _with(result, {"url": self.base, "compared": False, "why": why}, [])
         body: dict[str, Any] = case.envelope["body"]
-        method, path = route_for(case.operation) or ("", "")
+        operation = operation_of(case)
+        method, path = route_for(operation) or ("", "")
         where = f"{method} /v1{path}"
-        answer = await send(self._http(), self.url, case.operation, body,
+        answer = await send(self._http(), self.url, operation, body,
                             timeout=timeout or self.timeout)
-        ours = from_nnrp(case.operation, result.terminal, result.events)
-        theirs = from_http(case.operation, answer)
+        ours = from_nnrp(operation, result.terminal, result.events)
+        theirs = from_http(operation, answer)
         diagnostics: dict[str, Any] = {"url": self.base, "request": answer.summary()}
         if theirs.outcome is None:
             finding = Finding(RULE_UNANSWERED, f"the HTTP API gave no answer to the same body "
