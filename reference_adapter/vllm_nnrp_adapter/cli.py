@@ -28,6 +28,8 @@ from .scaleout import explicit_path_problem
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
+from .twin import TWIN_FLAG
+from .twin import main as twin_main
 from .vllm_backend import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
 log = logging.getLogger("vllm_nnrp_adapter")
@@ -79,6 +81,8 @@ def cmd_tiny_model(argv: Sequence[str]) -> int:
 
 
 def cmd_conformance(argv: Sequence[str]) -> int:
+    if TWIN_FLAG in argv:  # inside vllm serve, vLLM's HTTP API as the twin (twin.py)
+        return twin_main([a for a in argv if a != TWIN_FLAG])
     return conformance_main(list(argv))
 
 

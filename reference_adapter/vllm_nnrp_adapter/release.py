@@ -4,8 +4,9 @@ For the lower bound and the current line: the adapter on real vLLM CPU with the 
 model, the full conformance suite against it (as a provider runs it, in its own process,
 with the claims the adapter keeps on that line: ``conformance.manifest_for_vllm``, recorded
 as the version's ``manifest.json`` when they are fewer than the adapter's),
-the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke) and, on the
-current line, the HTTP/SSE parity benchmark; then the version-independent benchmarks
+the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke), the suite again
+inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`.twin`) and, on
+the current line, the HTTP/SSE parity benchmark; then the version-independent benchmarks
 (wire, mapper); then ``nnrp-conformance gate`` over all of it. The layout is the gate's
 (``nnrp_conformance.gate`` docstring). ``--quick`` runs the short benchmarks (the README's
 main job); without it the full ones (``scripts/regenerate-evidence`` → ``reports/``).
@@ -35,6 +36,7 @@ from .conformance import manifest_for_vllm, run_suite
 from .embedded import REPO_ROOT, ConformanceSetupError, tiny_model, vllm_python
 from .policy import policy_path
 from .settings import default_manifest_path
+from .twin import TWIN_DIR, run_twin
 from .vllm_backend.families import limitations
 
 console = Console(stderr=True)
@@ -127,6 +129,9 @@ def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Ste
         (vdir / "adapter.json").write_text(json.dumps(facts, indent=2), encoding="utf-8")
     finally:
         adapter.stop()
+    # vLLM's own HTTP API on the same engine, every request compared (twin.py, docs/twin.md)
+    step(f"HTTP twin on vLLM {version}",
+         lambda: run_twin(python, model, version, vdir / TWIN_DIR))
     if parity:
         step(
             f"HTTP/SSE parity on vLLM {version}",

@@ -88,6 +88,8 @@ class RunOptions:
     #: from the run
     baseline: Path | None = None
     baseline_update: bool = False
+    #: the provider's OpenAI-compatible HTTP API every request also goes to (``twin/``)
+    http_twin: str | None = None
     base_dir: Path = field(default_factory=Path.cwd)
 
     def artifacts(self) -> Artifacts:

@@ -69,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "expiry): a matched failure reads 'waived' and does not fail the run", metavar="FILE")
     add("--nnrp-baseline-update", "nnrp_baseline_update", "rewrite the --nnrp-baseline file "
         "from this run's failures", ini_type="bool", action="store_true")
+    add("--nnrp-http-twin", "nnrp_http_twin", "also send every request body to the provider's "
+        "own OpenAI-compatible HTTP API at URL and show each difference of the two answers "
+        "(non-strict; docs/twin.md)", metavar="URL")
     add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
         "into DIR/CASE_ID.ndjson", metavar="DIR")
 
@@ -151,5 +154,6 @@ def _options(config: pytest.Config) -> RunOptions | None:
         report_ndjson=path("nnrp_report_ndjson"),
         baseline=path("nnrp_baseline"),
         baseline_update=bool(_value(config, "nnrp_baseline_update")),
+        http_twin=_value(config, "nnrp_http_twin"),
         base_dir=base,
     )

@@ -57,6 +57,8 @@ def reproduce_command(options: RunOptions, recipe_path: Path, case_id: str,
         argv.append("--strict")
     if options.capabilities_file is not None:
         argv += ["--capabilities", _absolute(options.capabilities_file, base)]
+    if options.http_twin:  # a twin difference shows only with the twin
+        argv += ["--http-twin", options.http_twin]
     results = options.artifacts().results.parent / REPRODUCE_DIR / case_id / "case-results.json"
     argv += ["--results", str(results)]
     return shlex.join(argv)

@@ -49,6 +49,7 @@ class CaseSessions:
     manifest: Any
     capabilities: dict[str, Any] | None
     _client: Any
+    twin: Any  # --nnrp-http-twin (twin/): every request also asked over HTTP, or None
 
     def _init_case_sessions(self) -> None:
         # run-level liveness: the operations in a row the endpoint answered with no frame,
@@ -133,7 +134,7 @@ class CaseSessions:
         return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
                 "capability_document": self.capabilities, "idle_timeout": self.idle_limit(),
                 "strict": o.strict, "capability_file": capability_file,
-                "trace": o.trace_dir is not None}
+                "trace": o.trace_dir is not None, "twin": self.twin}
 
     # --- sessions ------------------------------------------------------------------------
     def _fresh_session(self) -> str | None:

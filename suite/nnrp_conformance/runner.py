@@ -120,9 +120,10 @@ async def run_case(client: Any, case: PlannedCase, *,
                    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT_S,
                    strict: bool = False,
                    capability_file: str | None = None,
-                   trace: bool = False) -> CaseResult:
+                   trace: bool = False, twin: Any = None) -> CaseResult:
     """Run ``case`` over ``client`` and judge it (it runs even if not selected; callers
-    decide about skipping); with ``trace``, the result carries the case's frame trace. Never
+    decide about skipping); with ``trace``, the result carries the case's frame trace; with
+    ``twin`` (:class:`~nnrp_conformance.twin.HttpTwin`), the comparison with the HTTP API. Never
     raises for endpoint misbehaviour. A cancel case whose race was lost on the client's side
     runs again (``CANCEL_RACE_ATTEMPTS``); ``diagnostics.cancel_races_lost`` lists those."""
     lost: list[dict[str, Any]] = []
@@ -139,6 +140,8 @@ async def run_case(client: Any, case: PlannedCase, *,
                      "timings_ms": result.diagnostics["timings_ms"]})
     if lost:
         result.diagnostics["cancel_races_lost"] = lost
+    if twin is not None:  # --nnrp-http-twin: the same body to the HTTP API (twin/)
+        result = await twin.compare(case, result, strict=strict, timeout=timeout)
     return result
 
 

@@ -46,6 +46,7 @@ from nnrp_conformance.options import (
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
 from nnrp_conformance.run_cases import CaseSessions
+from nnrp_conformance.twin import open_twin
 from nnrp_conformance.validation import SchemaViolationError
 
 __all__ = [
@@ -96,6 +97,7 @@ class ConformanceCore(CaseSessions):
         self._portal: BlockingPortal | None = None
         self._init_case_sessions()
         self._stack = contextlib.ExitStack()
+        self.twin: Any = None  # --nnrp-http-twin (twin/), made by prepare()
 
     # --- connection --------------------------------------------------------------------
     @property
@@ -258,6 +260,7 @@ class ConformanceCore(CaseSessions):
         ``capabilities_error``, an unreachable target raises :class:`TargetError`), the plan,
         and, with ``write``, the plan written."""
         self.load_baseline()
+        self.twin = self.twin or open_twin(self.options)
         self.load_manifest()
         self.load_recipes()
         if capabilities is None and fetch and self.options.target:
@@ -308,9 +311,10 @@ class ConformanceCore(CaseSessions):
     def close(self) -> None:
         client, self._client = self._client, None
         try:
-            if client is not None and self._portal is not None:
-                with contextlib.suppress(Exception):
-                    self._portal.call(client.aclose)
+            for closing in (client, self.twin):
+                if closing is not None and self._portal is not None:
+                    with contextlib.suppress(Exception):
+                        self._portal.call(closing.aclose)
         finally:
             self._portal = None
             self._stack.close()

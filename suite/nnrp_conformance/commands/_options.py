@@ -117,6 +117,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-update", "--nnrp-baseline-update", dest="baseline_update",
                         action="store_true",
                         help="rewrite the --baseline file from this run's failures")
+    parser.add_argument("--http-twin", "--nnrp-http-twin", dest="http_twin", metavar="URL",
+                        help="also send every request body to the provider's own "
+                             "OpenAI-compatible HTTP API at URL and show each difference of "
+                             "the two answers (non-strict; docs/twin.md)")
     parser.add_argument("--trace", "--nnrp-trace", dest="trace", type=Path, metavar="DIR",
                         help="write each case's frames (sent and received) as NDJSON into "
                              "DIR/CASE_ID.ndjson")
@@ -157,6 +161,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         report_ndjson=getattr(args, "report_ndjson", None),
         baseline=_absolute(getattr(args, "baseline", None), base),
         baseline_update=bool(getattr(args, "baseline_update", False)),
+        http_twin=getattr(args, "http_twin", None),
         base_dir=base,
     )
 

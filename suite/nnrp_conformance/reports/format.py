@@ -110,11 +110,14 @@ def finding_lines(case_id: str, finding: Finding) -> list[str]:
     lines = [head, f"  {finding.message}"]
     if finding.event_index is not None:
         lines.append(f"  at event #{finding.event_index}")
+    # a twin finding (twin/) holds the HTTP API's answer and the NNRP one: side by side
+    twin = finding.rule.startswith("twin.")
     if finding.expected is not None:
-        label = "recommended:" if finding.level == "non-strict" else "expected:"
+        label = "HTTP:" if twin else "recommended:" if finding.level == "non-strict" \
+            else "expected:"
         lines.append(f"  {label} {render_value(finding.expected)}")
     if finding.seen is not None:
-        lines.append(f"  seen:     {render_value(finding.seen)}")
+        lines.append(f"  {'NNRP:' if twin else 'seen:    '} {render_value(finding.seen)}")
     return lines
 
 

@@ -1,0 +1,71 @@
+"""How the twin reads an HTTP answer (twin/http.py, twin/answers.py) where the example
+endpoint's HTTP API never goes: SSE framing details, vLLM's error shapes (a bare error object,
+an error inside a 200 stream), the status families, and a sampled request's fields."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from nnrp_conformance import contract
+from nnrp_conformance.twin.answers import family_of_status, from_http, from_nnrp
+from nnrp_conformance.twin.compare import compare_answers
+from nnrp_conformance.twin.http import HttpAnswer, api_base, sse_data
+
+CHAT = contract.OP_CHAT_COMPLETIONS_CREATE
+
+
+def test_sse_events_are_joined_data_fields_and_comments_are_skipped() -> None:
+    lines = [": keep-alive", "data: {\"a\":", "data: 1}", "", "event: x", "data:[DONE]", "",
+             "data: tail"]
+
+    async def read() -> list[str]:
+        async def source() -> AsyncIterator[str]:
+            for line in lines:
+                yield line
+        return [d async for d in sse_data(source())]
+
+    assert anyio.run(read) == ['{"a":\n1}', "[DONE]", "tail"]
+
+
+def test_the_base_url_takes_the_api_root_with_or_without_v1() -> None:
+    assert api_base("http://h:1") == api_base("http://h:1/v1/") == "http://h:1/v1"
+
+
+@pytest.mark.parametrize(("status", "family"), [
+    (400, "invalid_request_error"), (404, "invalid_request_error"), (429, "rate_limit_error"),
+    (408, "timeout_error"), (504, "timeout_error"), (500, "server_error"), (200, None)])
+def test_an_http_status_has_one_profile_family(status: int, family: str | None) -> None:
+    assert family_of_status(status) == family
+
+
+def test_vllm_error_shapes_read_as_errors_of_their_family() -> None:
+    bare = HttpAnswer("POST", "u", False, status=404, body={
+        "object": "error", "message": "no such model", "type": "NotFoundError", "code": 404})
+    answer = from_http(CHAT, bare)
+    assert (answer.outcome, answer.error_type) == ("error", "invalid_request_error")
+    assert answer.error_raw == {"type": "NotFoundError", "code": 404,
+                                "message": "no such model", "http_status": 404}
+    in_stream = HttpAnswer("POST", "u", True, status=200, events=[
+        {"choices": [{"index": 0, "delta": {"content": "a"}}]},
+        {"error": {"type": "InternalServerError", "message": "boom", "code": 500}}])
+    assert from_http(CHAT, in_stream).outcome == "error"
+
+
+def test_a_sampled_request_compares_only_what_it_decides() -> None:
+    nnrp = from_nnrp(CHAT, "success", [
+        {"type": "response.output_text.delta", "index": 0, "delta": "x"},
+        {"type": "response.usage", "usage": {"input_tokens": 3, "output_tokens": 1,
+                                             "total_tokens": 4}}])
+    http = from_http(CHAT, HttpAnswer("POST", "u", True, status=200, events=[
+        {"choices": [{"index": 0, "delta": {"content": "y"}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2,
+                                  "total_tokens": 5}}]))
+    sampled = compare_answers(nnrp, http, {"temperature": 0.7}, where="POST /v1/x")
+    assert sampled.findings == [] and sampled.compared == ["outcome", "usage"]
+    assert set(sampled.not_compared) == {"text", "finish-reason", "tool-calls"}
+    greedy = compare_answers(nnrp, http, {"temperature": 0}, where="POST /v1/x")
+    assert [f.rule for f in greedy.findings] == ["twin.text", "twin.usage"]
+    assert greedy.not_compared == {"finish-reason": "not in the NNRP answer"}
