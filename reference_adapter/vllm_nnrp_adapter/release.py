@@ -14,8 +14,10 @@ main job); without it the full ones (``scripts/regenerate-evidence`` → ``repor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -59,9 +61,10 @@ class Step:
     def __init__(self, log: list[dict[str, Any]]) -> None:
         self.log = log
 
-    def __call__(self, title: str, fn: Callable[[], Any]) -> Any:
+    def __call__(self, title: str, fn: Callable[[], Any], *, spinner: bool = True) -> Any:
+        """``spinner=False``: ``fn`` shows its own progress (no second live display)."""
         t0 = time.monotonic()
-        with console.status(f"[bold]{title}…"):
+        with console.status(f"[bold]{title}…") if spinner else contextlib.nullcontext():
             try:
                 result = fn()
                 # a command's exit status fails the step when non-zero; other values are
@@ -156,6 +159,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--quick", action="store_true", help="short benchmarks (the main job)")
     p.add_argument("--no-parity", action="store_true", help="skip the HTTP/SSE parity run")
     args = p.parse_args(list(argv))
+    started = time.monotonic()
     out = args.out.resolve()
     if out.exists():
         # Evidence is regenerated whole: a stale file from an earlier run must not pass.
@@ -170,6 +174,13 @@ def main(argv: Sequence[str]) -> int:
     shutil.copyfile(default_manifest_path(), out / MANIFEST_FILE)
     # the gate judges the evidence against the policy it was recorded for
     shutil.copyfile(policy_path(), out / POLICY_FILE)
+    # every environment first, side by side (scripts/vllm-venv builds one per torch build at
+    # once, each phase printed with its time); each version's step then reuses its own
+    builder = REPO_ROOT / "scripts" / "vllm-venv"
+    if builder.is_file() and not os.environ.get("VLLM_NNRP_PYTHON"):
+        step(f"vLLM environments {', '.join(versions)} (side by side)",
+             lambda: subprocess.call([sys.executable, str(builder), *versions],
+                                     stdout=subprocess.DEVNULL), spinner=False)
     for version in versions:
         run_version(
             version,
@@ -207,7 +218,7 @@ def main(argv: Sequence[str]) -> int:
         )
     (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
     console.rule("release gate")
-    rc = subprocess.call(
+    rc = step("release gate", lambda: subprocess.call(
         [
             sys.executable,
             "-m",
@@ -220,6 +231,9 @@ def main(argv: Sequence[str]) -> int:
             "--readme",
             str(REPO_ROOT / "README.md"),
         ]
-    )
+    ), spinner=False)
+    took = time.monotonic() - started
+    in_steps = sum(e["seconds"] for e in log)
+    console.print(f"release run: {took:.0f} s in all, {in_steps:.0f} s of it in the steps above")
     console.print(f"release-gate report: {out / 'release-gate.html'}")
-    return rc
+    return rc if isinstance(rc, int) else 1
