@@ -83,6 +83,35 @@ class Step:
         return result
 
 
+def environment_facts(versions: Sequence[str]) -> dict[str, Any]:
+    """Per version what its base venv's stamp records (build seconds, bytes, bytes shared by
+    hard links, torch), and the cache's disk with each file counted once."""
+    out: dict[str, Any] = {}
+    caches: set[Path] = set()
+    for v in versions:
+        try:
+            checkout = json.loads((REPO_ROOT / ".vllm-venvs" / v / "nnrp-checkout-stamp.json")
+                                  .read_text(encoding="utf-8"))
+            base = Path(checkout["base"])
+            stamp = json.loads((base / "nnrp-vllm-stamp.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError):
+            continue
+        caches.add(base.parent)
+        out[v] = {k: stamp.get(k) for k in ("install_seconds", "venv_bytes", "shared_bytes",
+                                            "torch_installed", "built_at")}
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for cache in caches:
+        for root, _dirs, files in os.walk(cache):
+            for name in files:
+                st = os.lstat(os.path.join(root, name))
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
+    out["cache_bytes"] = total
+    return out
+
+
 def _bench(python: str, name: str, args: Sequence[str]) -> int:
     """A benchmark in the interpreter that has what it needs (vLLM ones: the vLLM venv)."""
     return subprocess.call([python, "-m", "vllm_nnrp_adapter.cli", "bench", name, *args])
@@ -181,6 +210,7 @@ def main(argv: Sequence[str]) -> int:
         step(f"vLLM environments {', '.join(versions)} (side by side)",
              lambda: subprocess.call([sys.executable, str(builder), *versions],
                                      stdout=subprocess.DEVNULL), spinner=False)
+        log[-1]["environments"] = environment_facts(versions)
     for version in versions:
         run_version(
             version,
@@ -235,5 +265,10 @@ def main(argv: Sequence[str]) -> int:
     took = time.monotonic() - started
     in_steps = sum(e["seconds"] for e in log)
     console.print(f"release run: {took:.0f} s in all, {in_steps:.0f} s of it in the steps above")
+    # the run's own time (after the gate, which lists this file): where the README's figures
+    # of a release run come from, with the environments' build times and disk above
+    log.append({"step": "release run in all (scripts/bootstrap not included)", "ok": rc == 0,
+                "seconds": round(took, 1)})
+    (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
     console.print(f"release-gate report: {out / 'release-gate.html'}")
     return rc if isinstance(rc, int) else 1
