@@ -132,7 +132,7 @@ def parity_svg(rows: list[ParityRow]) -> str:
     metrics = [m for m in PARITY_METRICS if any(r.metric == m for r in rows)]
     conc = sorted({r.concurrency for r in rows})
     by_key = {(r.metric, r.column, r.workload, r.concurrency): r for r in rows}
-    panel_w, gap, top, plot_h, bottom = 330, 24, 34, 150, 58
+    panel_w, gap, top, plot_h, bottom = 330, 24, 34, 150, 74
     width = len(metrics) * panel_w + (len(metrics) - 1) * gap
     height = top + plot_h + bottom
     peak = max([1.25] + [max(r.value, r.high or 0) * 1.08 for r in rows])
@@ -179,11 +179,11 @@ def parity_svg(rows: list[ParityRow]) -> str:
                      f'y2="{y(1.0):.1f}" stroke="#cf222e" stroke-dasharray="5 3"/>')
     lx = 34
     for col, wl in series:
-        parts.append(f'<rect x="{lx}" y="{height - 16}" width="10" height="10" '
+        parts.append(f'<rect x="{lx}" y="{height - 34}" width="10" height="10" '
                      f'fill="{_SERIES_COLOURS[col, wl]}"/><text x="{lx + 14}" '
-                     f'y="{height - 7}">{escape(col)} ({escape(wl)} prompt)</text>')
+                     f'y="{height - 25}">{escape(col)} ({escape(wl)} prompt)</text>')
         lx += 190
-    parts.append(f'<text x="{lx}" y="{height - 7}" style="fill:#57606a">whisker: range over '
-                 'rounds · dashed: parity (1.0)</text>')
+    parts.append(f'<text x="34" y="{height - 7}" style="fill:#57606a">whisker: range over '
+                 'rounds · dashed line: parity (1.0)</text>')
     parts.append("</svg>")
     return "".join(parts)
