@@ -15,8 +15,10 @@ main job); without it the full ones (``scripts/regenerate-evidence`` → ``repor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,9 +57,10 @@ class Step:
     def __init__(self, log: list[dict[str, Any]]) -> None:
         self.log = log
 
-    def __call__(self, title: str, fn: Callable[[], Any]) -> Any:
+    def __call__(self, title: str, fn: Callable[[], Any], *, spinner: bool = True) -> Any:
+        """``spinner=False``: ``fn`` shows its own progress (no second live display)."""
         t0 = time.monotonic()
-        with console.status(f"[bold]{title}…"):
+        with console.status(f"[bold]{title}…") if spinner else contextlib.nullcontext():
             try:
                 result = fn()
                 # a command's exit status fails the step when non-zero; other values are
@@ -74,6 +77,35 @@ class Step:
             console.print(f"  [red]{result}[/red]")
         self.log.append({"step": title, "ok": ok, "seconds": round(took, 1)})
         return result
+
+
+def environment_facts(versions: Sequence[str]) -> dict[str, Any]:
+    """Per version what its base venv's stamp records (build seconds, bytes, bytes shared by
+    hard links, torch), and the cache's disk with each file counted once."""
+    out: dict[str, Any] = {}
+    caches: set[Path] = set()
+    for v in versions:
+        try:
+            checkout = json.loads((REPO_ROOT / ".vllm-venvs" / v / "nnrp-checkout-stamp.json")
+                                  .read_text(encoding="utf-8"))
+            base = Path(checkout["base"])
+            stamp = json.loads((base / "nnrp-vllm-stamp.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError):
+            continue
+        caches.add(base.parent)
+        out[v] = {k: stamp.get(k) for k in ("install_seconds", "venv_bytes", "shared_bytes",
+                                            "torch_installed", "built_at")}
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for cache in caches:
+        for root, _dirs, files in os.walk(cache):
+            for name in files:
+                st = os.lstat(os.path.join(root, name))
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
+    out["cache_bytes"] = total
+    return out
 
 
 def _bench(python: str, name: str, args: Sequence[str]) -> int:
@@ -155,6 +187,7 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--quick", action="store_true", help="short benchmarks (the main job)")
     p.add_argument("--no-parity", action="store_true", help="skip the HTTP/SSE parity run")
     args = p.parse_args(list(argv))
+    started = time.monotonic()
     out = args.out.resolve()
     if out.exists():
         # Evidence is regenerated whole: a stale file from an earlier run must not pass.
@@ -169,6 +202,14 @@ def main(argv: Sequence[str]) -> int:
     shutil.copyfile(default_manifest_path(), out / MANIFEST_FILE)
     # the gate judges the evidence against the policy it was recorded for
     shutil.copyfile(policy_path(), out / POLICY_FILE)
+    # every environment first, side by side (scripts/vllm-venv builds one per torch build at
+    # once, each phase printed with its time); each version's step then reuses its own
+    builder = REPO_ROOT / "scripts" / "vllm-venv"
+    if builder.is_file() and not os.environ.get("VLLM_NNRP_PYTHON"):
+        step(f"vLLM environments {', '.join(versions)} (side by side)",
+             lambda: subprocess.call([sys.executable, str(builder), *versions],
+                                     stdout=subprocess.DEVNULL), spinner=False)
+        log[-1]["environments"] = environment_facts(versions)
     for version in versions:
         run_version(
             version,
@@ -206,7 +247,7 @@ def main(argv: Sequence[str]) -> int:
         )
     (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
     console.rule("release gate")
-    rc = subprocess.call(
+    rc = step("release gate", lambda: subprocess.call(
         [
             sys.executable,
             "-m",
@@ -219,6 +260,14 @@ def main(argv: Sequence[str]) -> int:
             "--readme",
             str(REPO_ROOT / "README.md"),
         ]
-    )
+    ), spinner=False)
+    took = time.monotonic() - started
+    in_steps = sum(e["seconds"] for e in log)
+    console.print(f"release run: {took:.0f} s in all, {in_steps:.0f} s of it in the steps above")
+    # the run's own time (after the gate, which lists this file): where the README's figures
+    # of a release run come from, with the environments' build times and disk above
+    log.append({"step": "release run in all (scripts/bootstrap not included)", "ok": rc == 0,
+                "seconds": round(took, 1)})
+    (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
     console.print(f"release-gate report: {out / 'release-gate.html'}")
-    return rc
+    return rc if isinstance(rc, int) else 1

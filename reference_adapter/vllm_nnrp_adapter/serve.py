@@ -91,9 +91,16 @@ async def nnrp_serving(
         metrics = start_metrics_server(recorder, config.metrics_port)
         log.info("metrics: http://127.0.0.1:%d/metrics", config.metrics_port)
     try:
-        async with NnrpServer(adapter.handle, config.listen, **server_kwargs) as server:
+        async with contextlib.AsyncExitStack() as servers:
+            server = await servers.enter_async_context(
+                NnrpServer(adapter.handle, config.listen, **server_kwargs))
+            # a second listener (one transport each: nnrp-py binds one per server), same
+            # adapter and engine: e.g. ipc:// for clients on this host beside TCP
+            also = None if not config.also_listen else await servers.enter_async_context(
+                NnrpServer(adapter.handle, config.also_listen, **server_kwargs))
             info = {
                 "address": server.address,
+                **({"also_address": also.address} if also is not None else {}),
                 "startup_path": config.startup_path,
                 "vllm_version": backend.version,
                 "served_models": list(backend.served_model_names),

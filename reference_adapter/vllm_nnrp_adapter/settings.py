@@ -60,6 +60,8 @@ class ServeConfig:
 
     vllm_argv: list[str]
     listen: str = "127.0.0.1:4433"
+    #: a second address the same adapter serves (e.g. ipc:// beside TCP); None: only listen
+    also_listen: str | None = None
     # the packaged manifest unless one is named: a ServeConfig built in code (not from flags
     # or the environment) serves too, where None failed in Path(None) at start-up
     manifest_path: Path = field(default_factory=default_manifest_path)
@@ -184,6 +186,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("listen", "listen", _text,
             "listen address: host:port (TCP) or a scheme URL (ipc://, ws://, quic://); "
             "default 127.0.0.1:4433", metavar="ADDRESS"),
+    Setting("also-listen", "also_listen", _text,
+            "a second listen address served by the same adapter and engine, e.g. "
+            "ipc:///run/nnrp.sock beside TCP for clients on this host", metavar="ADDRESS"),
     Setting("manifest", "manifest_path", _path,
             "adapter capability manifest (default: the packaged one)", metavar="FILE"),
     Setting("ready-file", "ready_file", _path,
@@ -332,6 +337,12 @@ def settings_from_environ(environ: Mapping[str, str] | None = None) -> ServeConf
         parse_address(values["listen"])
     except AddressError as exc:
         raise PluginSettingsError(f"{ENV_LISTEN}: {exc}") from None
+    if values.get("also_listen"):
+        # several API servers each take the listen port plus their rank; a second address
+        # has no such rule (an ipc path would collide): the explicit path's alone
+        raise PluginSettingsError(
+            f"{ENV_PREFIX}ALSO_LISTEN: a second listener is started only by `vllm-nnrp serve "
+            "--nnrp-also-listen`; beside `vllm serve`, NNRP_PLUGIN_LISTEN is the one address")
     if values.get("embeddings_argv"):
         # inside `vllm serve` the engine is vLLM's own; a second one is the explicit path's
         raise PluginSettingsError(

@@ -18,6 +18,7 @@ from vllm_nnrp_adapter.benchmark.parity.facts import (
     HTTP,
     NNRP,
     NNRP_COLUMNS,
+    NNRP_IPC,
     NNRP_ONE,
     NNRP_SUITE,
     NNRP_SUITE_ONE,
@@ -77,7 +78,7 @@ async def test_lean_client_sees_what_the_suite_client_sees_on_shared_and_own_ses
 async def test_every_nnrp_column_is_measured_and_the_idle_server_is_another_process() -> None:
     """Rounds over the four columns: each gets its samples; with every NNRP column served by
     one process, the 'other, idle server' of an NNRP column is never the adapter itself."""
-    assert set(NNRP_COLUMNS) == {NNRP, NNRP_ONE, NNRP_SUITE, NNRP_SUITE_ONE}
+    assert set(NNRP_COLUMNS) == {NNRP, NNRP_IPC, NNRP_ONE, NNRP_SUITE, NNRP_SUITE_ONE}
     async with serve_adapter() as a:
         paths = {name: parity_run.nnrp_path(name, a.address, "m") for name in NNRP_COLUMNS}
         for p in paths.values():
@@ -105,4 +106,30 @@ async def test_every_nnrp_column_is_measured_and_the_idle_server_is_another_proc
             assert rr.tokens == 3 * len(rr.samples) and not any(s.error for s in rr.samples)
             assert rr.idle_other_cpu_s is None  # no other process: never the adapter's own CPU
     assert HTTP not in {rr.path for rounds in measured.values() for rr in rounds}
-    assert sorted(len(p.clients) for p in paths.values()) == [1, 1, 32, 32]
+    assert sorted(len(p.clients) for p in paths.values()) == [1, 1, 32, 32, 32]
+
+
+async def test_the_second_listener_serves_the_same_adapter_over_ipc() -> None:
+    """``--nnrp-also-listen ipc://…`` (what the parity benchmark's ``nnrp_ipc`` column talks
+    to): one adapter, two listeners; a lean session streams the same answer over each."""
+    import tempfile
+
+    from conftest import MANIFEST, ScriptedBackend
+    from vllm_nnrp_adapter.serve import nnrp_serving
+    from vllm_nnrp_adapter.settings import ServeConfig
+
+    with tempfile.TemporaryDirectory(prefix="nnrp-") as short:  # a Unix socket path is short
+        config = ServeConfig(vllm_argv=[], listen="127.0.0.1:0",
+                             also_listen=f"ipc://{short}/nnrp.sock")
+        async with nnrp_serving(ScriptedBackend(), config, MANIFEST) as info:
+            assert info["also_address"] == f"unix://{short}/nnrp.sock"
+            texts = []
+            for address in (info["address"], info["also_address"]):
+                session = await LeanSession.connect(address, shared=False)
+                try:
+                    sample = await session.run(envelope(chat("short")), timeout=30)
+                finally:
+                    await session.close()
+                assert sample.error is None, address
+                texts.append(sample.text)
+            assert texts[0] == texts[1] and texts[0]

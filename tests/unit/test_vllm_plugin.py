@@ -264,6 +264,7 @@ def test_middleware_reports_a_failed_start_to_the_server(
 #: a value of each setting as a flag argument and as a variable, and the config value both mean
 _SAMPLES = {
     "listen": ("127.0.0.1:4555", "127.0.0.1:4555"),
+    "also-listen": ("ipc:///tmp/nnrp.sock", "ipc:///tmp/nnrp.sock"),
     "manifest": ("m.json", Path("m.json")),
     "ready-file": ("r.json", Path("r.json")),
     "max-envelope-bytes": ("2048", 2048),
@@ -278,7 +279,7 @@ _SAMPLES = {
     "embeddings-engine": ("/m --runner pooling", ["/m", "--runner", "pooling"]),
 }
 #: settings of the explicit path alone: the plugin names the variable and refuses it
-_EXPLICIT_ONLY = {"embeddings-engine"}
+_EXPLICIT_ONLY = {"embeddings-engine", "also-listen"}
 
 
 @pytest.mark.parametrize("setting", settings.SETTINGS, ids=lambda s: s.name)

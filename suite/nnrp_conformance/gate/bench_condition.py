@@ -47,6 +47,14 @@ def _summary(
     }
     if title:
         out["title"] = title
+    # the run's own description and size (its scalar parameters): the pages title a run by
+    # what it did, not by what the policy asks of a full run
+    if data.get("description"):
+        out["description"] = data["description"]
+    params = data.get("parameters") or {}
+    out["parameters"] = {k: v for k, v in params.items()
+                         if isinstance(v, bool | int | float) or
+                         (isinstance(v, str) and len(v) <= 200 and "by_round" not in k)}
     if data.get("generated_at"):
         out["generated_at"] = data["generated_at"]
     return out

@@ -184,7 +184,33 @@ def _judge_claims(inputs: GateInputs, g: Gated, expected: Expected, evidence: li
         failures.append(f"{ve.plan.label}: adapter {ve.plan.data['adapter']!r} is not the "
                         f"manifest's {manifest.adapter!r}")
     _check_selected(inputs, who, ve, mine, failures)
-    return _level_rows(mine)
+    rows = _level_rows(mine)
+    for row in rows:
+        if not row["claimed"]:
+            row["reason"] = _not_claimed(row["level"], g, manifest, label, inputs.manifest,
+                                         req.target)
+    return rows
+
+
+def _not_claimed(level: int, g: Gated, manifest: Manifest | None, label: str,
+                 top: Manifest | None, target: str) -> str:
+    """Why ``g``'s version does not claim ``level``, from what the gate read: the run's
+    manifest (its levels, and the level's operations the adapter's manifest lists but it does
+    not) and the levels the release policy declares for the version."""
+    parts = []
+    if manifest is not None:
+        parts.append(f"the run's manifest {label} claims Level(s) {list(manifest.levels)}")
+        if top is not None and level in top.levels:
+            lost = sorted(op for op in top.operations if op not in manifest.operations
+                          and contract.OPERATION_LEVELS.get(op) == level)
+            parts.append(f"the adapter's manifest claims Level {level}" + (
+                f", but the run's lists none of its operations ({', '.join(lost)})"
+                if lost else ""))
+    declared = g.line.levels_of(g.version)
+    if declared is not None:
+        parts.append(f"the release policy declares Level(s) {list(declared)} for {target} "
+                     f"{g.version}")
+    return "; ".join(parts) or "no manifest recorded for this version"
 
 
 def level1_implemented(inputs: GateInputs) -> GateVerdict:

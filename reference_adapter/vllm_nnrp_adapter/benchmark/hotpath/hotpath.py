@@ -21,6 +21,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -252,6 +253,8 @@ def main(argv: Sequence[str]) -> int:
         default="lean",
         help="NNRP client (one session): the lean one (default) or the suite's",
     )
+    p.add_argument("--transport", choices=("tcp", "ipc"), default="tcp",
+                   help="the NNRP path's transport: loopback TCP, or ipc:// (a Unix socket)")
     p.add_argument("--out", type=Path, default=Path("artifacts/hotpath"))
     args = p.parse_args(list(argv))
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -272,8 +275,13 @@ def main(argv: Sequence[str]) -> int:
         python = vllm_python(args.vllm_version or NEWEST_TESTED, build=False)
         model_dir = tiny_model(python)
         if args.path in ("nnrp", "both"):
+            ipc = args.transport == "ipc"
+            # a short socket path (a Unix socket's is limited to ~107 bytes)
+            listen = f"ipc://{tempfile.mkdtemp(prefix='nnrp-hotpath-')}/nnrp.sock" if ipc \
+                else "127.0.0.1:0"
             with AdapterProcess(
-                python, model_dir, extra_args=tuple(args.adapter_arg), log_path=out / "adapter.log"
+                python, model_dir, extra_args=tuple(args.adapter_arg),
+                log_path=out / "adapter.log", listen=listen,
             ) as adapter:
                 assert adapter.pid is not None
                 path: LeanPath | NnrpPath = (
@@ -283,7 +291,7 @@ def main(argv: Sequence[str]) -> int:
                 )
                 results.append(
                     profile_one(
-                        "nnrp",
+                        "nnrp_ipc" if ipc else "nnrp",
                         adapter.pid,
                         path,
                         args.concurrency,

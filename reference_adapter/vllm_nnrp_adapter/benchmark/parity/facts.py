@@ -24,8 +24,13 @@ PER_STREAM, ONE_SESSION = "per_stream", "one"
 NNRP_ONE = f"{NNRP}_1session"
 NNRP_SUITE = f"{NNRP}_suite"
 NNRP_SUITE_ONE = f"{NNRP}_suite_1session"
+#: ``nnrp_ipc``: the ``nnrp`` column over ``ipc://`` (the same adapter's second listener,
+#: ``--nnrp-also-listen``): what a client on the same host (a scheduler, a sidecar) would use
+NNRP_IPC = f"{NNRP}_ipc"
+IPC_COLUMNS = frozenset({NNRP_IPC})
 NNRP_COLUMNS: dict[str, tuple[str, str]] = {
     NNRP: (LEAN, PER_STREAM),
+    NNRP_IPC: (LEAN, PER_STREAM),
     NNRP_ONE: (LEAN, ONE_SESSION),
     NNRP_SUITE: (SUITE, PER_STREAM),
     NNRP_SUITE_ONE: (SUITE, ONE_SESSION),
@@ -39,6 +44,7 @@ PATHS = (HTTP, *NNRP_COLUMNS)
 LABELS = {
     HTTP: "http",
     NNRP: "lean/stream",
+    NNRP_IPC: "lean/ipc",
     NNRP_ONE: "lean/1 sess",
     NNRP_SUITE: "suite/stream",
     NNRP_SUITE_ONE: "suite/1 sess",

@@ -19,8 +19,10 @@ server's CPU during the other's round is reported too (what it takes from the ma
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,6 +53,7 @@ from .facts import (
     CONCURRENCY,
     HTTP,
     HTTP_TPS,
+    IPC_COLUMNS,
     MAX_TOKENS,
     NNRP,
     NNRP_COLUMNS,
@@ -170,6 +173,8 @@ def main(argv: Sequence[str]) -> int:
             **{
                 f"{col}.client": f"{client}, "
                 + ("one session per concurrent stream" if sess == PER_STREAM else "one session")
+                + (", over ipc:// (the same adapter's second listener)"
+                   if col in IPC_COLUMNS else "")
                 for col, (client, sess) in NNRP_COLUMNS.items()
                 if col in chosen
             },
@@ -194,15 +199,21 @@ def main(argv: Sequence[str]) -> int:
             flush=True,
         )
         adapter_log, http_log = log_paths(out)
+        # the ipc columns reach the same adapter through its second listener (a Unix socket)
+        sock_dir = Path(tempfile.mkdtemp(prefix="nnrp-parity-"))
+        also = (("--nnrp-also-listen", f"ipc://{sock_dir / 'nnrp.sock'}")
+                if IPC_COLUMNS & set(chosen) else ())
         with (
             HttpServer(python, model_dir, EMBEDDED_ENGINE_ARGS, http_log) as srv,
             AdapterProcess(
                 python,
                 model_dir,
-                extra_args=tuple(args.adapter_arg),
+                extra_args=(*args.adapter_arg, *also),
                 log_path=adapter_log,
             ) as adapter,
         ):
+            addresses = {name: str(adapter.info["also_address"]) if name in IPC_COLUMNS
+                         else adapter.address for name in chosen if name != HTTP}
             parameters["http_start_s"] = round(srv.started_in_s or 0.0, 2)
             parameters["nnrp_start_s"] = round(adapter.started_in_s or 0.0, 2)
             vllm_version = str(adapter.info.get("vllm_version") or version)
@@ -211,7 +222,7 @@ def main(argv: Sequence[str]) -> int:
                 _measure_both,
                 srv.port,
                 srv.pid,
-                adapter.address,
+                addresses,
                 adapter.pid,
                 TINY_MODEL_NAME,
                 prompts,
@@ -219,6 +230,7 @@ def main(argv: Sequence[str]) -> int:
                 chosen,
             )
             print(f"    measured in {time.monotonic() - t0:.1f} s", flush=True)
+        shutil.rmtree(sock_dir, ignore_errors=True)
         parameters["load_average_end"] = load_average()
         firsts = {
             (rr.path, w): rr.samples[0].text
@@ -265,7 +277,7 @@ def log_paths(out: Path) -> tuple[Path, Path]:
 async def _measure_both(
     port: int,
     http_pid: int | None,
-    address: str,
+    addresses: Mapping[str, str],
     nnrp_pid: int | None,
     model: str,
     prompts: Mapping[str, str],
@@ -273,7 +285,7 @@ async def _measure_both(
     chosen: tuple[str, ...],
 ) -> dict[Workload, list[RoundResult]]:
     paths: dict[str, Any] = {
-        name: HttpPath(port, model) if name == HTTP else nnrp_path(name, address, model)
+        name: HttpPath(port, model) if name == HTTP else nnrp_path(name, addresses[name], model)
         for name in chosen
     }
     try:
