@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.conformance import manifest_for_vllm, run_suite
 from vllm_nnrp_adapter.twin import TWIN_PROBES, http_url, summarize
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
