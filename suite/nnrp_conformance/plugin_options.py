@@ -67,6 +67,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "expiry): a matched failure reads 'waived' and does not fail the run", metavar="FILE")
     add("--nnrp-baseline-update", "nnrp_baseline_update", "rewrite the --nnrp-baseline file "
         "from this run's failures", ini_type="bool", action="store_true")
+    add("--nnrp-generate", "nnrp_generate", "also run N generated requests (valid, invalid and "
+        "sequences on one session; docs/generation.md)", metavar="N")
+    add("--nnrp-seed", "nnrp_seed", "the seed of the generated requests (default: a random one, "
+        "printed; the same seed draws the same requests)", metavar="S")
+    add("--nnrp-generate-save", "nnrp_generate_save", "save each shrunk generated failure as "
+        "a recipe file in DIR (default: generated-recipes/ beside the case results)",
+        metavar="DIR")
     add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
         "into DIR/CASE_ID.ndjson", metavar="DIR")
 
@@ -86,6 +93,19 @@ def _float(text: Any, option: str) -> float:
         raise pytest.UsageError(f"{option} expects a number of seconds, got {text!r}") from None
     if value <= 0:
         raise pytest.UsageError(f"{option} must be positive, got {text!r}")
+    return value
+
+
+def _int(text: Any, option: str) -> int:
+    """A count or seed: an integer >= 0 (None stays 0)."""
+    if text is None:
+        return 0
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{option} expects an integer, got {text!r}") from None
+    if value < 0:
+        raise pytest.UsageError(f"{option} must be >= 0, got {text!r}")
     return value
 
 
@@ -124,6 +144,9 @@ def _options(config: pytest.Config) -> RunOptions | None:
         v = _value(config, name)
         return None if v is None else base / Path(v)
 
+    generate, seed = _int(_value(config, "nnrp_generate"), "--nnrp-generate"), \
+        _value(config, "nnrp_seed")
+    seed = None if seed is None else _int(seed, "--nnrp-seed")
     if _value(config, "nnrp_baseline_update") and not _value(config, "nnrp_baseline"):
         raise pytest.UsageError("--nnrp-baseline-update needs --nnrp-baseline FILE (the file "
                                 "to write)")
@@ -147,5 +170,8 @@ def _options(config: pytest.Config) -> RunOptions | None:
         report_ndjson=path("nnrp_report_ndjson"),
         baseline=path("nnrp_baseline"),
         baseline_update=bool(_value(config, "nnrp_baseline_update")),
+        generate=generate or 0,
+        seed=seed,
+        generate_save=path("nnrp_generate_save"),
         base_dir=base,
     )

@@ -41,6 +41,10 @@ def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
     """The reports' record of ``result``; the trace path and the reproduce command go in the
     record and in the case's diagnostics."""
     options = core.options
+    if core.generated is not None:
+        from nnrp_conformance.generate import settle  # lazy: hypothesis (see session.py)
+
+        case, result = settle(core, case, result)
     rec = CaseRecord.from_result(result)
     if core.baseline is not None:
         rec = core.baseline.apply(rec, dt.date.today())

@@ -90,6 +90,8 @@ class ConformanceCore:
         self.plan: Any = None
         self.model_id: str | None = None
         self.baseline: Baseline | None = None
+        #: the run's generated requests (``generate.GeneratedRun``), with --nnrp-generate
+        self.generated: Any = None
         self._client: Any = None
         self._portal: BlockingPortal | None = None
         # run-level liveness: the operations in a row the endpoint answered with no frame,
@@ -241,6 +243,11 @@ class ConformanceCore:
             )
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
+        if self.options.generate:
+            # lazy: hypothesis loads only for a generating run (docs/generation.md)
+            from nnrp_conformance.generate import generated_cases
+
+            self.plan.cases.extend(generated_cases(self))
         return self.plan
 
     def plan_document(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import input_faults
 import tool_faults
 from chat_body import check_messages, check_scalars, check_tools, message_text
 from discovery_profile import capability_document
@@ -53,9 +54,28 @@ def arguments_for(fn: dict[str, Any], prompt: str) -> str:
     return json.dumps(args, separators=(",", ":"))
 
 
-def split3(text: str) -> list[str]:
-    step = max(1, -(-len(text) // 3))
+def split3(text: str, parts: int = 3) -> list[str]:
+    """``text`` in (at most) ``parts`` pieces: a tool call's argument deltas."""
+    step = max(1, -(-len(text) // max(1, parts)))
     return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+def stop_at(tokens: list[str], stops: list[str]) -> tuple[list[str], bool]:
+    """The tokens up to the first stop sequence (which is not returned), and whether one was
+    met: OpenAI's stop ("the returned text will not contain the stop sequence")."""
+    text = "".join(tokens)
+    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
+    if not hits:
+        return tokens, False
+    end, out, length = min(hits), [], 0
+    for token in tokens:
+        if length + len(token) > end:
+            if end > length:
+                out.append(token[: end - length])
+            break
+        out.append(token)
+        length += len(token)
+    return out, True
 
 
 @dataclass
@@ -66,11 +86,21 @@ class _Chat:
     body: dict[str, Any]
     defect: str | None
 
+    def limit(self) -> int | None:
+        if self.defect == "ignores-max-tokens":
+            return None
+        limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
+        return limit if isinstance(limit, int) else None
+
+    def stops(self) -> list[str]:
+        stop = self.body.get("stop")
+        stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+        return [] if self.defect == "ignores-stop" else [s for s in stops if s]
+
     def tokens(self, messages: list[dict[str, Any]]) -> list[str]:
         user = [m for m in messages if m["role"] == "user"] or messages
         words = message_text(user[-1]).split() or ["ok"]
-        limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
-        count = limit or DEFAULT_OUTPUT_TOKENS
+        count = self.limit() or DEFAULT_OUTPUT_TOKENS
         cycle = itertools.islice(itertools.cycle(words), count)
         tokens = [w if i == 0 else " " + w for i, w in enumerate(cycle)]
         if self.defect == "huge-event" and len(tokens) > 1:
@@ -112,6 +142,10 @@ class _Chat:
                 yield b"\xff\xfe{not json"
             if self.defect == "unknown-event-type" and i == 1:
                 yield encode({"type": "response.reasoning.delta", "index": 0, "delta": "hmm"})
+            split = input_faults.split_delta(self.defect, token)
+            if split is not None:
+                yield from split
+                continue
             event: dict[str, Any] = {"type": "response.output_text.delta", "index": 0}
             event["delta"] = token
             if self.defect == "schema-invalid-event":
@@ -129,12 +163,12 @@ class _Chat:
             body = encode(event)
             yield b"data: " + body + b"\n\n" if self.defect == "sse-framing" else body
 
-    def tool_events(self, fn: dict[str, Any], arguments: str) -> Iterator[bytes]:
+    def tool_events(self, fn: dict[str, Any], arguments: str, parts: int) -> Iterator[bytes]:
         ids = {"index": 0, "item_id": f"item_{self.op_id}_0", "call_id": f"call_{self.op_id}_0"}
         started = {"type": "response.tool_call.started", **ids, "name": fn["name"]}
         deltas = [
             {"type": "response.tool_call.delta", **ids, "arguments_delta": chunk}
-            for chunk in split3(arguments)
+            for chunk in split3(arguments, parts)
         ]
         final_args = arguments + " " if self.defect == "tool-call-args-mismatch" else arguments
         completed = {
@@ -153,12 +187,14 @@ class _Chat:
             yield b"data: " + body + b"\n\n" if self.defect == "sse-framing" else body
 
     def plan(self) -> Plan:
+        self.body = input_faults.lenient(self.defect, self.body, self.model)
         messages = check_messages(self.body)
         model = self.body.get("model")
         if not isinstance(model, str) or not model:
             raise ProfileError("invalid_request", "chat body needs a 'model' string")
         check_scalars(self.body)
         tool = check_tools(self.body)
+        input_faults.refuse(self.defect, self.body)
         if model != self.model:
             # Mirrors a backend that rejects a model it does not serve; the upstream
             # backend-error recipe (model "backend-error") expects exactly this code.
@@ -168,8 +204,10 @@ class _Chat:
         input_tokens = max(1, len(prompt.split()))
         if tool is not None:
             arguments = arguments_for(tool, message_text(messages[-1]))
-            output_tokens = len(split3(arguments))
-            partials: list[bytes | None] = list(self.tool_events(tool, arguments))
+            # a tool call's argument deltas are its tokens: never more than the limit
+            parts = min(3, self.limit() or 3)
+            output_tokens = len(split3(arguments, parts))
+            partials: list[bytes | None] = list(self.tool_events(tool, arguments, parts))
             message: dict[str, Any] = {
                 "role": "assistant",
                 "content": None,
@@ -185,10 +223,9 @@ class _Chat:
             partials, message = tool_faults.apply(self.defect, partials, message)
             text_stream: Iterable[bytes | None] = partials
         else:
-            tokens = self.tokens(messages)
+            tokens, stopped = stop_at(self.tokens(messages), self.stops())
             output_tokens = len(tokens)
-            limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
-            finish = "length" if limit else "stop"
+            finish = "length" if self.limit() and not stopped else "stop"
             message = {"role": "assistant", "content": "".join(tokens)}
             text_stream = self.text_events(tokens)
         usage = {
@@ -199,7 +236,8 @@ class _Chat:
         final = {"type": "response.completed", "body": self.completion(message, finish, usage)}
         if not stream:
             # Generation still takes one step per token, so timeouts and cancels apply.
-            return Plan(partials=[None] * output_tokens, terminal=final)
+            return Plan(partials=[None] * output_tokens, terminal=None
+                        if input_faults.never_ends(self.defect, prompt) else final)
         if self.defect == "flood":
             return Plan(partials=self.flood(), terminal=None)
         tail: list[bytes | None] = []
@@ -209,7 +247,8 @@ class _Chat:
                 tail.append(encode(self.usage_event(usage)))
         if self.defect == "terminal-as-partial":
             tail.append(encode(final))
-        terminal = None if self.defect == "missing-terminal" else final
+        terminal = None if self.defect == "missing-terminal" \
+            or input_faults.never_ends(self.defect, prompt) else final
         return Plan(partials=itertools.chain(text_stream, tail), terminal=terminal)
 
     def flood(self) -> Iterator[bytes]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import chat_profile
+import input_faults
 import neighbours
 from config import Config, log
 from envelope import OP_CAPABILITIES, OP_RESPONSES, STATUS_OK, Plan, cancelled_event, error_plan
@@ -45,6 +46,8 @@ class Session(Sender):
         self.stop = stop
         self.ops: dict[int, OpState] = {}
         self.by_frame: dict[int, int] = {}
+        #: invalid-deafens-session: the next operation goes unanswered
+        self.deaf = False
 
     # --- operations ----------------------------------------------------------------------
 
@@ -67,8 +70,9 @@ class Session(Sender):
         if plan.timeout_ms is not None and config.defect != "ignores-timeout":
             deadline = now + plan.timeout_ms / 1000
         state = OpState(op, plan, iter(plan.partials), deadline, next_due=now)
-        if config.defect == "silence":
+        if config.defect == "silence" or self.deaf:
             state.exhausted = True
+        self.deaf = input_faults.deafens(config.defect, plan.terminal) and not self.deaf
         self.ops[op.operation_id] = state
         self.by_frame[op.frame_id] = op.operation_id
 
