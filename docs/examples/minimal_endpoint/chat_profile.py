@@ -188,6 +188,8 @@ class _Chat:
 
     def plan(self) -> Plan:
         self.body = input_faults.lenient(self.defect, self.body, self.model)
+        if input_faults.unanswered(self.defect, self.body):
+            return Plan(partials=(), terminal=None)
         messages = check_messages(self.body)
         model = self.body.get("model")
         if not isinstance(model, str) or not model:

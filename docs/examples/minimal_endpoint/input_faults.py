@@ -3,8 +3,8 @@ wrongly (docs/generation.md#the-example-endpoints-input-defects).
 
 Each is one defect of the registry (``defects.py``): a valid request with an optional field
 the recipes never send answered with an error, an invalid body answered, a character split
-across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, and a
-session that stops serving after an invalid request. With none switched on, the chat
+across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, an
+unknown role never answered, and a session that stops serving after an invalid request. With none switched on, the chat
 "model" (``chat_profile``) handles every such input correctly.
 """
 
@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from chat_body import MESSAGE_ROLES
 from envelope import ProfileError
 
 #: defect -> its one-line description (merged into defects.DEFECTS)
@@ -38,6 +39,9 @@ INPUT_DEFECTS = {
         "per delta (each a lone surrogate)"),
     "long-prompt-no-terminal": (
         "a prompt of more than 4000 characters is answered without a terminal"),
+    "unknown-role-unanswered": (
+        "a chat message with a role outside the five OpenAI roles is never answered: no "
+        "event, no terminal"),
     "invalid-deafens-session": (
         "after an invalid chat body, the session's next operation is never answered"),
 }
@@ -90,6 +94,13 @@ def split_delta(defect: str | None, token: str) -> Iterator[bytes] | None:
         tail = json.dumps(token[at + 1:]).encode()[1:-1]
         return iter((_delta(prefix, head + both[:6]), _delta(prefix + b'"', both[6:] + tail)))
     return None
+
+
+def unanswered(defect: str | None, body: dict[str, Any]) -> bool:
+    """unknown-role-unanswered: this body is never answered."""
+    return defect == "unknown-role-unanswered" and any(
+        isinstance(m, dict) and m.get("role") not in MESSAGE_ROLES
+        for m in body.get("messages") or () if isinstance(body.get("messages"), list))
 
 
 def never_ends(defect: str | None, prompt: str) -> bool:

@@ -140,6 +140,8 @@ def _probe(core: Any, run: GeneratedRun, case: Any, result: Any) -> Any:
     draft = Draft(FAMILY_VALID, contract.OP_CHAT_COMPLETIONS_CREATE,
                   {"model": run.model, **_PROBE_BODY})
     probe = _run(core, run, draft, f"{case.id}.next-0000")
+    if probe.diagnostics.get("not_run"):
+        return result  # the run-level rule (endpoint.unresponsive) already says it
     finding = session_served_next(case.id, probe.terminal,
                                   probe.diagnostics.get("terminal_delivery") or "nothing")
     result.diagnostics["session_probe"] = {"terminal": probe.terminal,

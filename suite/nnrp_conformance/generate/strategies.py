@@ -14,6 +14,7 @@ a tool of ``tools``. No text carries a lone surrogate (it cannot be sent as UTF-
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,11 +62,20 @@ _ROLES_BEFORE_USER = ("system", "developer")
 _CHARS = st.characters(exclude_categories=("Cs", "Cn"), exclude_characters="$")
 _WORD = st.text(st.characters(min_codepoint=ord("a"), max_codepoint=ord("z")),
                 min_size=1, max_size=8)
+#: words beyond ASCII: 2- and 3-byte UTF-8 (accents, CJK), and 4-byte (emoji, the planes
+#: above the BMP: one character, two UTF-16 code units)
+_NON_ASCII_WORD = st.text(st.characters(min_codepoint=0x80, max_codepoint=0xFFFF,
+                                        exclude_categories=("Cs", "Cn", "Cc", "Z")),
+                          min_size=1, max_size=6)
+_ASTRAL_WORD = st.text(st.characters(min_codepoint=0x10000, exclude_categories=("Cs", "Cn")),
+                       min_size=1, max_size=3)
 
 
 def _short_text() -> st.SearchStrategy[str]:
     return st.one_of(
         st.lists(_WORD, min_size=1, max_size=8).map(" ".join),
+        st.lists(st.one_of(_WORD, _NON_ASCII_WORD, _ASTRAL_WORD), min_size=1,
+                 max_size=8).map(" ".join),
         st.text(_CHARS, min_size=1, max_size=40).filter(lambda s: s.strip() != ""),
     )
 
@@ -75,38 +85,49 @@ def _long_text() -> st.SearchStrategy[str]:
                      st.integers(LONG_TEXT_CHARS[0] // 6, LONG_TEXT_CHARS[1] // 6))
 
 
-def _text() -> st.SearchStrategy[str]:
-    return st.one_of(_short_text(), _short_text(), _short_text(), _long_text())
+# Strategies are built once: hypothesis validates every new strategy object, which costs
+# far more than drawing from one.
+_SHORT = _short_text()
+_TEXT = st.one_of(_SHORT, _SHORT, _SHORT, _long_text())
 
 
 def _content(part_type: str) -> st.SearchStrategy[Any]:
     """A message's content: a string, or an array of text parts (multi-part content)."""
-    parts = st.lists(_text().map(lambda t: {"type": part_type, "text": t}),
+    parts = st.lists(_TEXT.map(lambda t: {"type": part_type, "text": t}),
                      min_size=1, max_size=3)
-    return st.one_of(_text(), _text(), parts)
+    return st.one_of(_TEXT, _TEXT, parts)
+
+
+_CONTENT = {"text": _content("text"), "input_text": _content("input_text")}
 
 
 _NAME = st.from_regex(r"\A[a-z][a-z0-9_]{0,15}\Z")
 _PARAM_TYPES = ("string", "integer", "number", "boolean")
 
 
+_PROPS = st.dictionaries(_NAME, st.sampled_from(_PARAM_TYPES), max_size=3)
+
+
 @st.composite
 def _function(draw: Callable[..., Any], name: str) -> dict[str, Any]:
-    props = draw(st.dictionaries(_NAME, st.sampled_from(_PARAM_TYPES), max_size=3))
+    props = draw(_PROPS)
     fn: dict[str, Any] = {"name": name, "parameters": {
         "type": "object", "properties": {k: {"type": v} for k, v in props.items()}}}
     if props and draw(st.booleans()):
         fn["parameters"]["required"] = sorted(props)[:1]
     if draw(st.booleans()):
-        fn["description"] = draw(_short_text())
+        fn["description"] = draw(_SHORT)
     return fn
+
+
+_FUNCTION = _function("f")
 
 
 @st.composite
 def _tools(draw: Callable[..., Any], flat: bool) -> tuple[list[dict[str, Any]], Any]:
     """``tools`` and a ``tool_choice`` (absent: None) in every form OpenAI has."""
     names = draw(st.lists(_NAME, min_size=1, max_size=3, unique=True))
-    fns = [draw(_function(n)) for n in names]
+    fns = [{**draw(_FUNCTION), "name": n} for n in names]
     tools = [{"type": "function", **fn} if flat else {"type": "function", "function": fn}
              for fn in fns]
     named = st.sampled_from(names).map(
@@ -116,8 +137,8 @@ def _tools(draw: Callable[..., Any], flat: bool) -> tuple[list[dict[str, Any]], 
     return tools, choice
 
 
-def _metadata() -> st.SearchStrategy[dict[str, str]]:
-    return st.dictionaries(_NAME, _short_text().map(lambda s: s[:64]), max_size=4)
+_METADATA = st.dictionaries(_NAME, _SHORT.map(lambda s: s[:64]), max_size=4)
+_TOOLS = {True: _tools(flat=True), False: _tools(flat=False)}
 
 
 def _stop(words: Sequence[str]) -> st.SearchStrategy[Any]:
@@ -134,17 +155,17 @@ def _messages(draw: Callable[..., Any], tools: list[dict[str, Any]] | None) \
     out: list[dict[str, Any]] = []
     for role in _ROLES_BEFORE_USER:
         if draw(st.integers(0, 3)) == 0:
-            out.append({"role": role, "content": draw(_content("text"))})
+            out.append({"role": role, "content": draw(_CONTENT["text"])})
     for _ in range(draw(st.integers(0, 2))):
-        out.append({"role": "user", "content": draw(_content("text"))})
-        out.append({"role": "assistant", "content": draw(_text())})
+        out.append({"role": "user", "content": draw(_CONTENT["text"])})
+        out.append({"role": "assistant", "content": draw(_TEXT)})
     if tools and draw(st.booleans()):
         name = tools[0]["function"]["name"]
         call_id = "call_" + draw(_NAME)
         out.append({"role": "assistant", "content": None, "tool_calls": [{
             "id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]})
-        out.append({"role": "tool", "tool_call_id": call_id, "content": draw(_text())})
-    out.append({"role": "user", "content": draw(_content("text"))})
+        out.append({"role": "tool", "tool_call_id": call_id, "content": draw(_TEXT)})
+    out.append({"role": "user", "content": draw(_CONTENT["text"])})
     return out
 
 
@@ -153,6 +174,15 @@ def _words(messages: list[dict[str, Any]]) -> list[str]:
     text = content if isinstance(content, str) else " ".join(
         p.get("text", "") for p in content or () if isinstance(p, dict))
     return text.split()[:50]
+
+
+_OPTIONAL: dict[str, st.SearchStrategy[Any]] = {
+    "temperature": st.sampled_from((0, 0.2, 0.7, 1, 1.5, 2)),
+    "top_p": st.sampled_from((0.1, 0.5, 0.9, 1)),
+    "seed": st.integers(0, 2**31 - 1),
+    "metadata": _METADATA,
+}
+_LIMIT = st.integers(1, MAX_TOKENS)
 
 
 @st.composite
@@ -165,13 +195,7 @@ def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words:
             body["stream_options"] = {"include_usage": draw(st.booleans())}
     elif draw(st.booleans()):
         body["stream"] = False
-    optional: dict[str, st.SearchStrategy[Any]] = {
-        "temperature": st.sampled_from((0, 0.2, 0.7, 1, 1.5, 2)),
-        "top_p": st.sampled_from((0.1, 0.5, 0.9, 1)),
-        limit_key: st.integers(1, MAX_TOKENS),
-        "seed": st.integers(0, 2**31 - 1),
-        "metadata": _metadata(),
-    }
+    optional = {**_OPTIONAL, limit_key: _LIMIT}
     if limit_key == "max_tokens":
         optional["stop"] = _stop(words)
     for key, strategy in optional.items():
@@ -182,7 +206,7 @@ def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words:
 
 @st.composite
 def chat_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, Any]:
-    tools, choice = draw(_tools(flat=False)) if claim.tool_calls and draw(st.booleans()) \
+    tools, choice = draw(_TOOLS[False]) if claim.tool_calls and draw(st.booleans()) \
         else (None, None)
     messages = draw(_messages(tools))
     body: dict[str, Any] = {"model": model, "messages": messages}
@@ -194,17 +218,19 @@ def chat_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, A
     return out
 
 
+_INPUT = st.one_of(_TEXT, st.lists(st.builds(
+    lambda role, content: {"role": role, "content": content},
+    st.sampled_from(("system", "developer", "user", "assistant")), _CONTENT["input_text"]),
+    min_size=0, max_size=2).map(lambda xs: [*xs, {"role": "user", "content": "hello there"}]))
+
+
 @st.composite
 def responses_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, Any]:
-    items = st.lists(st.builds(lambda role, content: {"role": role, "content": content},
-                               st.sampled_from(("system", "developer", "user", "assistant")),
-                               _content("input_text")), min_size=0, max_size=2).map(
-        lambda xs: [*xs, {"role": "user", "content": "hello there"}])
-    body: dict[str, Any] = {"model": model, "input": draw(st.one_of(_text(), items))}
+    body: dict[str, Any] = {"model": model, "input": draw(_INPUT)}
     if draw(st.booleans()):
-        body["instructions"] = draw(_short_text())
+        body["instructions"] = draw(_SHORT)
     if claim.tool_calls and draw(st.booleans()):
-        tools, choice = draw(_tools(flat=True))
+        tools, choice = draw(_TOOLS[True])
         body["tools"] = tools
         if choice is not None:
             body["tool_choice"] = choice
@@ -212,10 +238,12 @@ def responses_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[s
     return out
 
 
+_EMBEDDING_INPUT = st.one_of(_SHORT, st.lists(_SHORT, min_size=1, max_size=4))
+
+
 @st.composite
 def embeddings_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "input": draw(st.one_of(
-        _short_text(), st.lists(_short_text(), min_size=1, max_size=4)))}
+    body: dict[str, Any] = {"model": model, "input": draw(_EMBEDDING_INPUT)}
     if draw(st.booleans()):
         body["encoding_format"] = draw(st.sampled_from(("float", "base64")))
     return body
@@ -226,6 +254,12 @@ BODIES: dict[str, Callable[[Claim, str], st.SearchStrategy[dict[str, Any]]]] = {
     contract.OP_RESPONSES_CREATE: responses_body,
     contract.OP_EMBEDDINGS_CREATE: embeddings_body,
 }
+
+
+@functools.lru_cache(maxsize=64)
+def body_of(claim: Claim, model: str) -> st.SearchStrategy[dict[str, Any]]:
+    """The valid bodies of ``claim``'s operation (one strategy object per claim and model)."""
+    return BODIES[claim.operation](claim, model)
 
 
 #: a cancelled stream's length: its cancel point (<= 3 events) comes long before its end, as
@@ -249,7 +283,7 @@ def cancellable(operation: str, body: dict[str, Any]) -> dict[str, Any]:
 def drafts(draw: Callable[..., Any], claims: Sequence[Claim], model: str) -> Draft:
     """One generated request of any family, for one of ``claims``' operations."""
     claim = draw(st.sampled_from([c for c in claims if c.operation in BODIES]))
-    body = draw(BODIES[claim.operation](claim, model))
+    body = draw(body_of(claim, model))
     family = draw(st.sampled_from(FAMILIES))
     if family == FAMILY_INVALID:
         names = [n for n, m in MUTATIONS.items() if claim.operation in m.operations]
@@ -257,7 +291,7 @@ def drafts(draw: Callable[..., Any], claims: Sequence[Claim], model: str) -> Dra
     streams = [c for c in claims if c.operation in BODIES and c.streaming and c.cancellation]
     if family == FAMILY_SEQUENCE and streams:
         lead = draw(st.sampled_from(streams))
-        lead_body = {**draw(BODIES[lead.operation](lead, model)), "stream": True}
+        lead_body = {**draw(body_of(lead, model)), "stream": True}
         cancel = draw(st.one_of(st.none(), st.integers(1, 3)))
         if cancel is not None:
             lead_body = cancellable(lead.operation, lead_body)
@@ -265,7 +299,7 @@ def drafts(draw: Callable[..., Any], claims: Sequence[Claim], model: str) -> Dra
         for _ in range(draw(st.integers(0 if cancel else 1, 2))):
             other = draw(st.sampled_from([c for c in claims if c.operation in BODIES]))
             others.append(Draft(FAMILY_VALID, other.operation,
-                                draw(BODIES[other.operation](other, model))))
+                                draw(body_of(other, model))))
         return Draft(FAMILY_SEQUENCE, lead.operation, lead_body, cancel_after=cancel,
                      companions=tuple(others))
     return Draft(FAMILY_VALID, claim.operation, body)

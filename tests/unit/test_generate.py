@@ -1,0 +1,86 @@
+"""Generated requests without an endpoint (docs/generation.md): the seed draws the same
+requests, every one is a valid recipe that reads back from its file, the shrinker keeps the
+failure and the family, and text an endpoint sends that UTF-8 cannot hold (a lone surrogate)
+reaches every report writer as its escape instead of crashing it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nnrp_conformance import contract
+from nnrp_conformance.checks.model import Finding, Verdict
+from nnrp_conformance.events import CaseRecord, RunFinished
+from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
+from nnrp_conformance.generate.run import draw
+from nnrp_conformance.generate.shrink import shrink
+from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft
+from nnrp_conformance.jsonsafe import jsonable
+from nnrp_conformance.recipes import load_recipe_file
+from nnrp_conformance.reports.markdown import render_markdown
+from nnrp_conformance.runner import CaseResult
+
+CLAIMS = [Claim(contract.OP_CHAT_COMPLETIONS_CREATE, streaming=True, tool_calls=True,
+                cancellation=True),
+          Claim(contract.OP_RESPONSES_CREATE, streaming=True, tool_calls=True, cancellation=True),
+          Claim(contract.OP_EMBEDDINGS_CREATE)]
+
+
+def test_the_same_seed_draws_the_same_requests() -> None:
+    first = draw(CLAIMS, "m", 40, 3)
+    assert len(first) == 40
+    assert first == draw(CLAIMS, "m", 40, 3)
+    assert first != draw(CLAIMS, "m", 40, 4)
+    assert {d.family for d in first} == set(FAMILIES)
+    assert {d.operation for d in first} == {c.operation for c in CLAIMS}
+
+
+def test_every_generated_request_is_a_recipe_that_reads_back(tmp_path: Path) -> None:
+    for index, draft in enumerate(draw(CLAIMS, "m", 40, 11)):
+        data = recipe_data(draft, case_id=f"generated.t.{index}", seed=11, index=index,
+                           model="m")  # validated against recipe.schema.json
+        path = save_recipe(data, tmp_path)
+        assert load_recipe_file(path).data == data
+        assert data["request"]["body"].get("model", "${MODEL_ID}") == "${MODEL_ID}"
+
+
+def test_shrinking_keeps_the_failure_and_the_family() -> None:
+    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+            "temperature": 0.7, "seed": 9, "metadata": {"k": "v"}, "stop": ["b", "zz"],
+            "messages": [{"role": "system", "content": "be brief " * 20},
+                         {"role": "user", "content": "a b c"},
+                         {"role": "assistant", "content": "a"},
+                         {"role": "user", "content": [{"type": "text", "text": "a b c d"}]}]}
+    companion = Draft("valid", contract.OP_CHAT_COMPLETIONS_CREATE,
+                      {"model": "m", "messages": [{"role": "user", "content": "x"}]})
+    draft = Draft("sequence", contract.OP_CHAT_COMPLETIONS_CREATE, body,
+                  companions=(companion,))
+    runs: list[Draft] = []
+
+    def still_fails(d: Draft) -> str | None:  # "the endpoint ignores stop": needs a stop
+        runs.append(d)
+        return "failed" if "stop" in d.body else None
+
+    small, result, spent = shrink(draft, "failed", still_fails)
+    assert result == "failed" and spent == len(runs) <= 30
+    assert small.family == "sequence" and small.companions == ()
+    assert set(small.body) == {"model", "messages", "stop"}
+    assert len(small.body["messages"]) == 1 and small.body["stop"] == ["b"]
+
+
+def test_a_lone_surrogate_reaches_every_writer_as_its_escape() -> None:
+    text = "ok \ud83d"  # half of an emoji: valid JSON as "\\ud83d", not UTF-8
+    assert jsonable({"delta": text}) == {"delta": "ok \\ud83d"}
+    finding = Finding("event.text-unicode", f"seen {text}", 0, None, text)
+    verdict = Verdict(contract.OUTCOME_FAILED, "success", [finding], f"case: {text}",
+                      "failed")
+    result = CaseResult(id="c", outcome=contract.OUTCOME_FAILED, terminal="success",
+                        verdict=verdict, events=[{"type": "response.output_text.delta",
+                                                  "index": 0, "delta": text}],
+                        duration_s=0.1, started_at="2026-12-06T00:00:00Z", level=1,
+                        status="optional", selection="selected", reason=None)
+    record = CaseRecord.from_result(result)
+    for written in (json.dumps(record.to_dict(), ensure_ascii=False),
+                    render_markdown(None, RunFinished([record], 0.1))):
+        written.encode("utf-8")  # raised UnicodeEncodeError before the escape
+        assert "\\ud83d" in written
