@@ -42,7 +42,8 @@ def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
     record and in the case's diagnostics."""
     options = core.options
     if core.generated is not None:
-        from nnrp_conformance.generate import settle  # lazy: hypothesis (see session.py)
+        # lazy on purpose: hypothesis loads only for a generating run (see session.py)
+        from nnrp_conformance.generate import settle
 
         case, result = settle(core, case, result)
     rec = CaseRecord.from_result(result)

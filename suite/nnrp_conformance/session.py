@@ -244,7 +244,7 @@ class ConformanceCore:
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
         if self.options.generate:
-            # lazy: hypothesis loads only for a generating run (docs/generation.md)
+            # lazy on purpose: hypothesis loads only for a generating run
             from nnrp_conformance.generate import generated_cases
 
             self.plan.cases.extend(generated_cases(self))

@@ -27,7 +27,8 @@ __all__ = ["generated_cases", "settle"]
 
 def generated_cases(core: Any) -> list[Any]:
     """The run's generated cases, planned (``run.generated_cases``)."""
-    # lazy: hypothesis loads only for a generating run (the plugin loads in every pytest run)
+    # lazy on purpose: hypothesis loads only for a generating run (the plugin, and with it
+    # this package, loads in every pytest run of the venv)
     from nnrp_conformance.generate.run import generated_cases as cases
 
     return cases(core)
@@ -35,6 +36,7 @@ def generated_cases(core: Any) -> list[Any]:
 
 def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     """After a generated case ran (``run.settle``)."""
+    # lazy on purpose: hypothesis (see generated_cases)
     from nnrp_conformance.generate.run import settle as settled
 
     return settled(core, case, result)
