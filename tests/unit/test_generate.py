@@ -5,8 +5,11 @@ reaches every report writer as its escape instead of crashing it."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
+
+import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks.model import Finding, Verdict
@@ -33,6 +36,20 @@ def test_the_same_seed_draws_the_same_requests() -> None:
     assert first != draw(CLAIMS, "m", 40, 4)
     assert {d.family for d in first} == set(FAMILIES)
     assert {d.operation for d in first} == {c.operation for c in CLAIMS}
+
+
+def test_the_draw_ignores_the_constants_of_the_modules_a_process_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hypothesis mixes literals of the process's local modules into its draws: the same
+    seed drew other requests under pytest than under the CLI until the draw turned that off."""
+    first = draw(CLAIMS, "m", 40, 5)
+    words = " ".join(f'"{w}"' for w in ("alpha", "beta", "gamma", "delta", "omega", "zeta"))
+    (tmp_path / "provider_constants.py").write_text(
+        f"WORDS = [{words.replace(' ', ', ')}]\nNUMBERS = [3, 7, 11, 23, 42, 1999, 2**31 - 5]\n"
+        "RATES = [0.25, 0.75, 1.25]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("provider_constants")
+    assert draw(CLAIMS, "m", 40, 5) == first
 
 
 def test_every_generated_request_is_a_recipe_that_reads_back(tmp_path: Path) -> None:
