@@ -130,7 +130,7 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "seed-server-error": ("generated.server-error",),
     "multipart-server-error": ("generated.server-error",),
     "metadata-refused-unnamed": ("generated.refusal-unnamed",),
-    "missing-model-accepted": ("terminal.kind", "sequence.expected"),
+    "missing-model-accepted": ("generated.invalid-accepted",),
     "negative-max-tokens-accepted": ("generated.invalid-accepted",),
     "ignores-max-tokens": ("usage.max-tokens",),
     "ignores-stop": ("text.stop",),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,24 @@ def test_every_generated_request_is_a_recipe_that_reads_back(tmp_path: Path) -> 
         path = save_recipe(data, tmp_path)
         assert load_recipe_file(path).data == data
         assert data["request"]["body"].get("model", "${MODEL_ID}") == "${MODEL_ID}"
+
+
+def test_an_invalid_request_is_expected_as_the_profile_reads_it() -> None:
+    """Only what the profile makes invalid is expected strictly: a body without model is
+    OpenAI's mistake, not the profile's (beyond_profile); a wrong schema_version may also be
+    answered by an NNRP-level error, as its fixed recipe allows (error.invalid-submit)."""
+    base = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+    def recipe(mutation: str) -> dict[str, Any]:
+        return recipe_data(Draft("invalid", contract.OP_CHAT_COMPLETIONS_CREATE, base,
+                                 mutation=mutation), case_id="generated.t.0", seed=1,
+                           index=0, model="m")
+
+    assert recipe("missing-model")["beyond_profile"]["rule"] == "generated.invalid-accepted"
+    assert recipe("envelope-schema-version")["expect"]["events"][0]["rule"] \
+        == "error.invalid-submit"
+    strict = recipe("missing-messages")
+    assert "beyond_profile" not in strict and "rule" not in strict["expect"]["events"][0]
 
 
 def test_shrinking_keeps_the_failure_and_the_family() -> None:

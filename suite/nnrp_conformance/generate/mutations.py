@@ -3,12 +3,14 @@ named way, deterministically (a shrunk base gets the same mutation again).
 
 A mutation is ``strict`` when the profile itself makes the request invalid: a required
 envelope member missing or of the wrong kind (design §6, §6.1), a body without what the
-operation is (``messages``, ``input``, ``model``). Its expectation (an error terminal with a
-profile error of the ``invalid_request_error`` family) is then the profile's (``terminal.kind``,
+operation is (``messages``, ``input``). Its expectation (an error terminal with a profile
+error of the ``invalid_request_error`` family) is then the profile's (``terminal.kind``,
 ``sequence.expected``). The others break OpenAI's request semantics, which the profile adopts
 without fixing how an endpoint validates them (a negative ``max_tokens``, an unknown role, a
-mistyped optional field): an endpoint that answers such a request anyway is shown under the
-recommendation ``generated.invalid-accepted``, never failed (the recipe's ``beyond_profile``).
+mistyped optional field, a body without ``model``: the profile lists ``model`` among the
+body's familiar fields without requiring it, and vLLM's own request types default it): an
+endpoint that answers such a request anyway is shown under the recommendation
+``generated.invalid-accepted``, never failed (the recipe's ``beyond_profile``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class Mutation:
     body: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     #: the ``request.envelope`` overrides (a bad envelope)
     envelope: dict[str, Any] | None = None
+    #: the expected ``response.error``'s own rule, as the fixed recipe of the same input has
+    #: it: an invalid submit (§6.1) may also be answered by an NNRP-level error
+    #: (``error.invalid-submit``, a recommendation), not only by a profile error body
+    event_rule: str | None = None
 
 
 def _without(key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -71,7 +77,6 @@ def _tool_choice_unknown(b: dict[str, Any]) -> dict[str, Any]:
 
 MUTATIONS: Final = MappingProxyType({
     # the profile's own: required members, the envelope (design §6, §6.1)
-    "missing-model": Mutation("the body has no model", _ALL, True, _without("model")),
     "missing-messages": Mutation("the chat body has no messages", (CHAT,), True,
                                  _without("messages")),
     "messages-not-array": Mutation("messages is a string, not an array", (CHAT,), True,
@@ -82,12 +87,13 @@ MUTATIONS: Final = MappingProxyType({
         RESPONSES, EMBEDDINGS), True, _set("input", {"text": "hello"})),
     "envelope-schema-version": Mutation(
         "the envelope's schema_version is openai-compatible/0", _ALL, True,
-        envelope={"schema_version": "openai-compatible/0"}),
+        envelope={"schema_version": "openai-compatible/0"}, event_rule="error.invalid-submit"),
     "envelope-body-not-object": Mutation("the envelope's body is a string", _ALL, True,
                                          envelope={"body": "hello"}),
     "envelope-no-operation": Mutation("the envelope has no operation", _ALL, True,
                                       envelope={"omit": ["operation"]}),
     # OpenAI's request semantics, which the profile does not fix (recommendation)
+    "missing-model": Mutation("the body has no model", _ALL, False, _without("model")),
     "empty-messages": Mutation("messages is an empty array", (CHAT,), False,
                                _set("messages", [])),
     "unknown-role": Mutation("the last message has the role 'narrator'", (CHAT,), False,

@@ -9,6 +9,7 @@ mutation); the judge reads its family (``checks/generated.py``). Its body names 
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,9 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         request = {"body": _with_placeholder(body, model)}
         if envelope:
             request["envelope"] = envelope
-        expect = _EXPECT_INVALID
+        expect = copy.deepcopy(_EXPECT_INVALID)
+        if mutation.event_rule is not None:
+            expect["events"][0]["rule"] = mutation.event_rule
         generated["mutation"] = draft.mutation
         what = f"an invalid {draft.operation} request: {mutation.description}"
         if not mutation.strict:
