@@ -17,7 +17,7 @@ from nnrp_conformance.checks.model import Finding, Verdict
 from nnrp_conformance.events import CaseRecord, RunFinished
 from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
 from nnrp_conformance.generate.run import draw
-from nnrp_conformance.generate.shrink import shrink
+from nnrp_conformance.generate.shrink import body_candidates, shrink
 from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.recipes import load_recipe_file
@@ -102,6 +102,27 @@ def test_shrinking_keeps_the_failure_and_the_family() -> None:
     assert small.family == "sequence" and small.companions == ()
     assert set(small.body) == {"model", "messages", "stop"}
     assert len(small.body["messages"]) == 1 and small.body["stop"] == ["b"]
+
+
+def test_shrinking_never_shortens_a_value_that_must_stay_whole() -> None:
+    """A shortened tool_choice ("au"), encoding_format ("fl") or tool-call arguments ("{")
+    would turn a valid request into an invalid one: the shrinker leaves them whole."""
+    chat = {"model": "m", "tool_choice": "auto",
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "messages": [{"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+                {"role": "user", "content": "hello"}]}
+    embeddings = {"model": "m", "input": "hello", "encoding_format": "float"}
+    for operation, body in ((contract.OP_CHAT_COMPLETIONS_CREATE, chat),
+                            (contract.OP_EMBEDDINGS_CREATE, embeddings)):
+        for smaller in body_candidates(operation, body):
+            assert smaller.get("tool_choice", "auto") == "auto"
+            assert smaller.get("encoding_format", "float") == "float"
+            for m in smaller.get("messages", ()):
+                for call in m.get("tool_calls") or ():
+                    assert call["function"]["arguments"] == "{}"
 
 
 def test_a_lone_surrogate_reaches_every_writer_as_its_escape() -> None:

@@ -36,8 +36,11 @@ REQUIRED = {
 }
 #: removing one of these also removes what depends on it
 _DEPENDENTS = {"stream": ("stream_options",), "tools": ("tool_choice",)}
-#: strings that other members refer to: never shortened
-_NAMES = frozenset({"model", "name", "id", "tool_call_id", "type", "role", "call_id"})
+#: strings that other members refer to, or whose value is one of a few (a shortened
+#: ``tool_choice`` "auto", ``encoding_format`` "float" or tool-call ``arguments`` "{}" is no
+#: longer a valid request): never shortened
+_NAMES = frozenset({"model", "name", "id", "tool_call_id", "type", "role", "call_id",
+                    "tool_choice", "encoding_format", "arguments"})
 
 R = TypeVar("R")
 
