@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,11 @@ import pytest
 from nnrp_conformance import contract
 from nnrp_conformance.checks.model import Finding, Verdict
 from nnrp_conformance.events import CaseRecord, RunFinished
+from nnrp_conformance.generate.mutations import MUTATIONS
 from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
 from nnrp_conformance.generate.run import draw
 from nnrp_conformance.generate.shrink import body_candidates, shrink
-from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft
+from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft, slots
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.recipes import load_recipe_file
 from nnrp_conformance.reports.markdown import render_markdown
@@ -37,6 +39,23 @@ def test_the_same_seed_draws_the_same_requests() -> None:
     assert first != draw(CLAIMS, "m", 40, 4)
     assert {d.family for d in first} == set(FAMILIES)
     assert {d.operation for d in first} == {c.operation for c in CLAIMS}
+
+
+def test_a_bounded_run_sends_every_family_and_mutation_evenly() -> None:
+    """Families, operations and an operation's mutations are dealt in shuffled rounds: a
+    run of 90 chat cases holds 30 of each family and each of the 15 chat mutations twice
+    (left to hypothesis, 1,000 cases held 2 negative max_tokens)."""
+    chat = [CLAIMS[0]]
+    dealt = slots(chat, 90, 7)
+    assert Counter(s.family for s in dealt) == {f: 30 for f in FAMILIES}
+    mutations = [n for n, m in MUTATIONS.items() if contract.OP_CHAT_COMPLETIONS_CREATE in
+                 m.operations]
+    assert len(mutations) == 15
+    assert Counter(s.mutation for s in dealt if s.mutation) == {n: 2 for n in mutations}
+    assert Counter(s.claim.operation for s in slots(CLAIMS, 90, 7)) == {
+        c.operation: 30 for c in CLAIMS}
+    drafts = draw(chat, "m", 90, 7)
+    assert [(d.family, d.mutation) for d in drafts] == [(s.family, s.mutation) for s in dealt]
 
 
 def test_the_draw_ignores_the_constants_of_the_modules_a_process_loaded(

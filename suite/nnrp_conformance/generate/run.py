@@ -27,7 +27,10 @@ from nnrp_conformance.generate.strategies import (
     FAMILY_VALID,
     Claim,
     Draft,
-    drafts,
+    Material,
+    draft_of,
+    material,
+    slots,
 )
 from nnrp_conformance.planner import build_plan
 from nnrp_conformance.recipes import load_recipe_file
@@ -107,18 +110,21 @@ def _without_local_constants() -> Iterator[None]:
 
 def draw(claims: Sequence[Claim], model: str, count: int, seed: int) -> list[Draft]:
     """``count`` drafts drawn by hypothesis from ``seed``: the same seed, the same drafts."""
-    out: list[Draft] = []
+
+    drawn: list[Material] = []
 
     @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck), print_blob=False)
     @hypothesis_seed(seed)
-    @given(drafts(claims, model))
-    def collect(draft: Draft) -> None:
-        out.append(draft)
+    @given(material(claims, model))
+    def collect(stuff: Material) -> None:
+        drawn.append(stuff)
 
     with _without_local_constants():
         collect()
-    return out[:count]
+    # the i-th example drawn fills the i-th slot
+    return [draft_of(slot, stuff, claims) for slot, stuff in zip(
+        slots(claims, count, seed), drawn, strict=False)]
 
 
 def _case_id(draft: Draft, seed: int, index: int) -> str:
