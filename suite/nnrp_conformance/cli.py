@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        # what an endpoint sent is printed as received, a lone surrogate as its escape
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         return int(args._command.main(args))
     except KeyboardInterrupt:

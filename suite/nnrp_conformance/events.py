@@ -94,7 +94,7 @@ class CaseRecord:
         findings = tuple(
             f.json_safe() for f in (getattr(verdict, "findings", None) or ())
         )
-        message = getattr(verdict, "message", None) or None
+        message = jsonable(getattr(verdict, "message", None) or None)
         upstream = jsonable(result.to_upstream())
         if message is None and isinstance(upstream.get("message"), str):
             message = upstream["message"]

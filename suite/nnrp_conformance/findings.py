@@ -41,7 +41,8 @@ class Finding:
 
     def json_safe(self) -> Finding:
         """A copy whose expected and seen survive JSON (what a case record keeps)."""
-        return replace(self, expected=jsonable(self.expected), seen=jsonable(self.seen))
+        return replace(self, message=jsonable(self.message), expected=jsonable(self.expected),
+                       seen=jsonable(self.seen))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finding:

@@ -90,6 +90,12 @@ class RunOptions:
     baseline_update: bool = False
     #: the provider's OpenAI-compatible HTTP API every request also goes to (``twin/``)
     http_twin: str | None = None
+    #: generated requests (``generate/``): how many, from which seed (None: a random one,
+    #: printed), and where a shrunk failure is saved (None: ``generated-recipes/`` beside
+    #: the case results)
+    generate: int = 0
+    seed: int | None = None
+    generate_save: Path | None = None
     base_dir: Path = field(default_factory=Path.cwd)
 
     def artifacts(self) -> Artifacts:

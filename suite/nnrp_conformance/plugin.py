@@ -47,6 +47,7 @@ from nnrp_conformance.fleet import (
     target_options,
     target_slug,
 )
+from nnrp_conformance.generate.report import generated_line
 from nnrp_conformance.merge import MergedRuns, MergeError, merge_runs
 from nnrp_conformance.plugin_items import (
     BASE_MARKERS,
@@ -200,6 +201,7 @@ class NnrpConformancePlugin:
                     run.unjudged = shared[i]["unjudged"]
                 else:
                     run.core.capabilities_error = shared[i]["error"]
+                    run.core.options.seed = shared[i]["seed"]
                     run.core.prepare(shared[i]["capabilities"], fetch=False, write=False)
             return
         if self.fleet:
@@ -226,7 +228,8 @@ class NnrpConformancePlugin:
             # every worker must plan (and so collect) exactly what the controller planned
             node.workerinput[_WORKER_CAPS] = json.dumps([
                 {"capabilities": run.core.capabilities, "error": run.core.capabilities_error,
-                 "unjudged": run.unjudged} for run in self.runs])
+                 "unjudged": run.unjudged, "seed": run.core.options.seed}
+                for run in self.runs])
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines: list[str] = []
@@ -248,6 +251,8 @@ class NnrpConformancePlugin:
                 f"nnrp-conformance: {len(plan.selected())} of {len(plan.cases)} recipes "
                 f"selected; plan {run.options.artifacts().plan}",
             ]
+            if run.core.generated is not None:
+                lines.append(f"nnrp-conformance: {generated_line(run.core.generated)}")
         return lines
 
     # collection -------------------------------------------------------------------------

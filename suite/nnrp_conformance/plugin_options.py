@@ -72,6 +72,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--nnrp-http-twin", "nnrp_http_twin", "also send every request body to the provider's "
         "own OpenAI-compatible HTTP API at URL and show each difference of the two answers "
         "(non-strict; docs/twin.md)", metavar="URL")
+    add("--nnrp-generate", "nnrp_generate", "also run N generated requests (valid, invalid and "
+        "sequences on one session; docs/generation.md)", metavar="N")
+    add("--nnrp-seed", "nnrp_seed", "the seed of the generated requests (default: a random one, "
+        "printed; the same seed draws the same requests)", metavar="S")
+    add("--nnrp-generate-save", "nnrp_generate_save", "save each shrunk generated failure as "
+        "a recipe file in DIR (default: generated-recipes/ beside the case results)",
+        metavar="DIR")
     add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
         "into DIR/CASE_ID.ndjson", metavar="DIR")
 
@@ -91,6 +98,19 @@ def _float(text: Any, option: str) -> float:
         raise pytest.UsageError(f"{option} expects a number of seconds, got {text!r}") from None
     if value <= 0:
         raise pytest.UsageError(f"{option} must be positive, got {text!r}")
+    return value
+
+
+def _int(text: Any, option: str) -> int:
+    """A count or seed: an integer >= 0 (None stays 0)."""
+    if text is None:
+        return 0
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{option} expects an integer, got {text!r}") from None
+    if value < 0:
+        raise pytest.UsageError(f"{option} must be >= 0, got {text!r}")
     return value
 
 
@@ -130,6 +150,9 @@ def _options(config: pytest.Config) -> RunOptions | None:
         v = _value(config, name)
         return None if v is None else base / Path(v)
 
+    generate, seed = _int(_value(config, "nnrp_generate"), "--nnrp-generate"), \
+        _value(config, "nnrp_seed")
+    seed = None if seed is None else _int(seed, "--nnrp-seed")
     if _value(config, "nnrp_baseline_update") and not _value(config, "nnrp_baseline"):
         raise pytest.UsageError("--nnrp-baseline-update needs --nnrp-baseline FILE (the file "
                                 "to write)")
@@ -155,5 +178,8 @@ def _options(config: pytest.Config) -> RunOptions | None:
         baseline=path("nnrp_baseline"),
         baseline_update=bool(_value(config, "nnrp_baseline_update")),
         http_twin=_value(config, "nnrp_http_twin"),
+        generate=generate or 0,
+        seed=seed,
+        generate_save=path("nnrp_generate_save"),
         base_dir=base,
     )

@@ -42,6 +42,11 @@ def case_record(core: ConformanceCore, case: Any, result: Any) -> CaseRecord:
     """The reports' record of ``result``; the trace path and the reproduce command go in the
     record and in the case's diagnostics."""
     options = core.options
+    if core.generated is not None:
+        # lazy on purpose: hypothesis loads only for a generating run (see session.py)
+        from nnrp_conformance.generate import settle
+
+        case, result = settle(core, case, result)
     rec = CaseRecord.from_result(result)
     if core.baseline is not None:
         rec = core.baseline.apply(rec, dt.date.today())

@@ -93,6 +93,8 @@ class ConformanceCore(CaseSessions):
         self.plan: Any = None
         self.model_id: str | None = None
         self.baseline: Baseline | None = None
+        #: the run's generated requests (``generate.GeneratedRun``), with --nnrp-generate
+        self.generated: Any = None
         self._client: Any = None
         self._portal: BlockingPortal | None = None
         self._init_case_sessions()
@@ -244,6 +246,11 @@ class ConformanceCore(CaseSessions):
             )
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
+        if self.options.generate:
+            # lazy on purpose: hypothesis loads only for a generating run
+            from nnrp_conformance.generate import generated_cases
+
+            self.plan.cases.extend(generated_cases(self))
         return self.plan
 
     def plan_document(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ them (``manifest-levels.json``); the correct endpoint is judged both ways."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -120,6 +121,27 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                             ("embeddings.order",)),
 }
 
+
+#: input-handling defects (the example's input_faults.py): requests no fixed recipe sends, so
+#: no fixed recipe names them; each is killed by a generated run (issue 37) -> the rules naming
+#: it. (ignores-max-tokens also makes the strict fixed run fail timeout.total-deadline, and
+#: invalid-deafens-session its next case timeout.silence: other rules, on innocent cases.)
+GENERATED: dict[str, tuple[str, ...]] = {
+    "seed-server-error": ("generated.server-error",),
+    "multipart-server-error": ("generated.server-error",),
+    "metadata-refused-unnamed": ("generated.refusal-unnamed",),
+    "missing-model-accepted": ("generated.invalid-accepted",),
+    "negative-max-tokens-accepted": ("generated.invalid-accepted",),
+    "ignores-max-tokens": ("usage.max-tokens",),
+    "ignores-stop": ("text.stop",),
+    "split-multibyte": ("event.decode", "wire.partial_result.utf8"),
+    "lone-surrogate": ("event.text-unicode",),
+    "long-prompt-no-terminal": ("timeout.no-terminal", "timeout.silence"),
+    "unknown-role-unanswered": ("timeout.silence",),
+    "invalid-deafens-session": ("generated.session-serves-next",),
+}
+#: the generated run of each: its size and its fixed seed (the same seed, the same requests)
+GENERATE, SEED = "120", "7"
 
 #: defects run with another manifest than their level's: the one declaring the critical
 #: extension whose field the endpoint sends unselected
@@ -302,6 +324,102 @@ def test_every_defect_has_a_kill_entry() -> None:
     done = subprocess.run([sys.executable, str(EXAMPLE / "endpoint.py"), "--list-defects"],
                           capture_output=True, text=True, timeout=60, check=True)
     registry = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
-    assert registry - UNKILLABLE == set(DEFECTS)
+    assert registry - UNKILLABLE == set(DEFECTS) | set(GENERATED)
+    assert not set(DEFECTS) & set(GENERATED)
     for defect in DEFECTS:
         above_level1(defect)  # every recipe stem names exactly one bundled recipe
+
+
+@dataclass
+class GeneratedRun:
+    defect: str | None
+    exit_code: int | None
+    fixed_rules: set[str]
+    generated_rules: set[str]
+    seconds: float
+    doc: dict
+    detail: str = ""
+
+
+def _failed_rules(results: list[dict]) -> set[str]:
+    return {f["rule"] for r in results if r["outcome"] == "failed"
+            for f in r.get("diagnostics", {}).get("findings", [])
+            if f.get("level", "failed") == "failed"}
+
+
+def _run_generated(defect: str | None, tmp: Path) -> GeneratedRun:
+    """Every fixed Level 1 recipe and GENERATE generated requests from SEED, strictly, in one
+    CLI run against the endpoint with ``defect`` (or the correct one)."""
+    t0 = time.monotonic()
+    proc, address = _start(defect, False, tmp)
+    results = tmp / f"generated-{defect or 'correct'}.json"
+    cmd = [*CLI, "run", "--target", address, "--manifest", str(MANIFEST), "--results",
+           str(results), "--timeout", CASE_TIMEOUT_S, "--idle-timeout", "0.5", "--model",
+           "minimal-model", "--strict", "--recipes", str(RECIPES / "level1"),
+           "--generate", GENERATE, "--seed", SEED]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=RUN_LIMIT_S, cwd=tmp)
+        code: int | None = done.returncode
+        text = done.stdout.decode(errors="replace")[-3000:] + done.stderr.decode(
+            errors="replace")[-1500:]
+    except subprocess.TimeoutExpired:
+        code, text = None, f"the run did not finish within {RUN_LIMIT_S}s"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    doc = json.loads(results.read_text()) if results.exists() else {"results": []}
+    cases = doc["results"]
+    fixed = [r for r in cases if not r["id"].startswith("generated.")]
+    generated = [r for r in cases if r["id"].startswith("generated.")]
+    return GeneratedRun(defect, code, _failed_rules(fixed), _failed_rules(generated),
+                        time.monotonic() - t0, doc, text)
+
+
+@pytest.mark.timeout(900)
+def test_generated_requests_kill_what_no_recipe_names(tmp_path: Path) -> None:
+    """Each input-handling defect: the fixed recipes' cases never fail with its rules, the
+    generated cases of the same run (seed SEED) do; the correct endpoint passes all of them,
+    strictly (no false failure); and a generated failure replays from its saved recipe file
+    alone (its reproduce command)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = list(pool.map(lambda d: _run_generated(d, tmp_path), [None, *GENERATED]))
+    correct, defective = runs[0], runs[1:]
+    lines, killed = [], []
+    for run in defective:
+        want = set(GENERATED[run.defect or ""])
+        hit = run.exit_code == 1 and bool(run.generated_rules & want) \
+            and not run.fixed_rules & want
+        killed += [run.defect] if hit else []
+        lines.append(f"  {'KILLED ' if hit else 'SURVIVED'} {run.defect:30s} fixed recipes: "
+                     f"{sorted(run.fixed_rules & want) or 'not named'}; generated: "
+                     f"{sorted(run.generated_rules)} ({run.seconds:.1f}s)")
+        if not hit:
+            lines.append("    " + run.detail[-1500:].replace("\n", "\n    "))
+    generated = sum(r["id"].startswith("generated.") for r in correct.doc["results"])
+    print(f"\ngenerated kill rate: {len(killed)}/{len(defective)} input-handling defects "
+          f"killed by {GENERATE} generated requests (seed {SEED}), none named by a fixed "
+          f"recipe; correct endpoint: exit={correct.exit_code}, {generated} generated cases, "
+          f"failed rules={sorted(correct.fixed_rules | correct.generated_rules)} "
+          f"({correct.seconds:.1f}s)")
+    print("\n".join(lines))
+    assert correct.exit_code == 0, correct.detail
+    assert generated == int(GENERATE)
+    assert len(defective) >= 10
+    assert killed == list(GENERATED), "\n".join(lines)
+    # replay: the saved recipe file of a failure, alone, fails the same way
+    stop = next(r for r in runs if r.defect == "ignores-stop")
+    case = next(r for r in stop.doc["results"] if r["id"].startswith("generated.")
+                and r["outcome"] == "failed")
+    argv = shlex.split(case["diagnostics"]["reproduce"])
+    assert argv[argv.index("--recipes") + 1] == case["diagnostics"]["generated"]["recipe_file"]
+    proc, address = _start("ignores-stop", False, tmp_path)
+    try:
+        argv[argv.index("--target") + 1] = address
+        done = subprocess.run([*CLI, *argv[1:]], capture_output=True, timeout=RUN_LIMIT_S,
+                              cwd=tmp_path)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    replayed = json.loads(Path(argv[argv.index("--results") + 1]).read_text())["results"]
+    assert done.returncode == 1 and [r["id"] for r in replayed] == [case["id"]]
+    assert "text.stop" in _failed_rules(replayed), replayed

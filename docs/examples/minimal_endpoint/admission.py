@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from chat_profile import STATUS_FOR_TYPE, Plan
+from envelope import STATUS_FOR_TYPE, Plan
 
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
 OWN_OVERLOAD: Final = "own-overload"

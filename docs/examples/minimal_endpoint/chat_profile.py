@@ -1,14 +1,13 @@
-"""The `openai-compatible/1` side of the minimal endpoint: envelope, events, errors, "model".
+"""The chat side of the minimal endpoint: the deterministic "model" and ``plan_request``.
 
-This module knows nothing about NNRP frames.  It turns one decoded request envelope into a
-plan: the ordered event bodies to stream as partial results and the terminal event to
-end with.  It also owns the capability document of each ``--levels`` claim; the operations
-above Level 1 are planned by ``responses_profile`` and ``discovery_profile``, handed in as
-planners.  The "model" is deterministic: it echoes words of the last message, one word per
-token, so a request's output is fully predictable.
-
-The profile literals are written out here on purpose: this endpoint plays the part of a
-third-party provider that implements the published profile without the suite's code.
+This module knows nothing about NNRP frames.  ``plan_request`` decodes one request envelope
+(``envelope``) and plans its answer: the ordered event bodies to stream as partial results
+and the terminal event to end with.  It answers ``chat.completions.create`` itself (its body
+checked by ``chat_body``) and the discovery operation ``nnrp.capabilities.get`` with
+``discovery_profile``'s document; the operations above Level 1 are planned by
+``responses_profile`` and ``discovery_profile``, handed in as planners.  The "model" is
+deterministic: it echoes words of the last message, one word per token, so a request's
+output is fully predictable.
 """
 
 from __future__ import annotations
@@ -17,284 +16,28 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Final, Protocol, TypeGuard
+from dataclasses import dataclass
+from typing import Any
 
+import input_faults
 import tool_faults
-
-SCHEMA_VERSION = "openai-compatible/1"
-PROFILE = "openai-compatible"
-ADAPTER = "minimal-endpoint"
-OP_CHAT = "chat.completions.create"
-OP_RESPONSES = "responses.create"
-OP_MODELS = "models.list"
-OP_EMBEDDINGS = "embeddings.create"
-OP_CAPABILITIES = "nnrp.capabilities.get"
-#: the capability document's entry of each profile operation (docs/levels.md): the answers
-#: of models.list and embeddings.create are single results, never streamed or cancelled
-OPERATION_FLAGS: Final = MappingProxyType({
-    OP_CHAT: {"streaming": True, "non_streaming": True, "tool_calls": True, "cancellation": True},
-    OP_RESPONSES: {"streaming": True, "non_streaming": True, "tool_calls": True,
-                   "cancellation": True},
-    OP_MODELS: {"streaming": False, "non_streaming": True, "tool_calls": False,
-                "cancellation": False},
-    OP_EMBEDDINGS: {"streaming": False, "non_streaming": True, "tool_calls": False,
-                    "cancellation": False},
-})
-#: the operations a level adds to the ones below it (profile §4: a higher level includes them)
-LEVEL_OPERATIONS: Final = MappingProxyType(
-    {1: (OP_CHAT,), 2: (OP_RESPONSES,), 3: (OP_MODELS, OP_EMBEDDINGS)}
+from chat_body import check_messages, check_scalars, check_tools, message_text
+from discovery_profile import capability_document
+from envelope import (
+    OP_CAPABILITIES,
+    OP_CHAT,
+    OP_RESPONSES,
+    Plan,
+    Planner,
+    ProfileError,
+    encode,
+    error_plan,
+    parse_envelope,
 )
-ENVELOPE_FIELDS = frozenset({"schema_version", "operation", "request_id", "body", "nnrp"})
-
-#: error code -> its fixed error.type (a subset of the profile's closed list)
-ERROR_TYPES = {
-    "missing_messages": "invalid_request_error",
-    "unsupported_operation": "invalid_request_error",
-    "backend_error": "server_error",
-    "invalid_request": "invalid_request_error",
-    "invalid_schema_version": "invalid_request_error",
-    "request_too_large": "invalid_request_error",
-    "context_length_exceeded": "invalid_request_error",
-    "timeout": "timeout_error",
-    "internal_error": "server_error",
-}
-#: RESULT_PUSH status per error.type
-STATUS_OK = 200
-STATUS_FOR_TYPE = {"invalid_request_error": 400, "server_error": 500, "timeout_error": 500}
 
 DEFAULT_OUTPUT_TOKENS = 16
-MAX_OUTPUT_TOKENS = 4096
-MAX_ENVELOPE_BYTES = 1 << 20
-MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 FLOOD_EVENT_LIMIT = 200_000
 HUGE_DELTA_BYTES = 4 << 20
-
-
-class ProfileError(Exception):
-    """A request the profile answers with ``response.error``; ``invalid_submit``: the submit
-    itself is invalid (§6.1: its frame or envelope), not only its body."""
-
-    def __init__(self, code: str, message: str, *, invalid_submit: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.invalid_submit = invalid_submit
-
-
-def encode(event: dict[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode("utf-8")
-
-
-def error_event(code: str, message: str, defect: str | None = None) -> dict[str, Any]:
-    error = {"type": ERROR_TYPES[code], "code": code, "message": message}
-    if defect == "bad-error-body":
-        del error["message"]
-    return {"type": "response.error", "error": error}
-
-
-def cancelled_event(reason: str, **diagnostics: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": "response.cancelled", "reason": reason}
-    if diagnostics:
-        # Profile events are closed; runtime details travel in the event's nnrp member.
-        event["nnrp"] = {"diagnostics": {"cancellation": diagnostics}}
-    return event
-
-
-@dataclass
-class Plan:
-    """What one operation sends: partial bodies (None = a generation step that emits
-    nothing), then the terminal event (None = the operation is never ended)."""
-
-    partials: Iterable[bytes | None]
-    terminal: dict[str, Any] | None
-    status: int = STATUS_OK
-    cancel_after_events: int | None = None
-    timeout_ms: int | None = None
-    request_id: str = ""
-    operation: str = ""
-    #: end a success with an empty RESULT_PUSH (zero frames) instead of ``terminal``
-    empty_terminal: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class Planner(Protocol):
-    """Plans one operation's answer from its request body (raises ProfileError)."""
-
-    def __call__(self, body: dict[str, Any], *, op_id: int, request_id: str, model: str,
-                 defect: str | None) -> Plan: ...
-
-
-def error_plan(code: str, message: str, defect: str | None = None) -> Plan:
-    event = error_event(code, message, defect)
-    return Plan(partials=(), terminal=event, status=STATUS_FOR_TYPE[ERROR_TYPES[code]])
-
-
-def capability_document(model: str, defect: str | None = None, levels: int = 1) -> dict[str, Any]:
-    """The document of an endpoint serving every operation of ``levels`` and the ones below."""
-    names = [op for level in range(1, levels + 1) for op in LEVEL_OPERATIONS[level]]
-    claimed = list(range(1, levels + 1))
-    if defect == "capability-lies" and levels == 1:
-        claimed, names = [1, 2], [*names, OP_RESPONSES]
-    return {
-        "profile": PROFILE,
-        "schema_version": SCHEMA_VERSION,
-        "adapter": ADAPTER,
-        "compatibility_levels": claimed,
-        "operations": [{"name": name, **OPERATION_FLAGS[name]} for name in names],
-        "models": [{"id": model, "owned_by": ADAPTER}],
-    }
-
-
-# --- envelope ----------------------------------------------------------------------------
-
-
-def is_int(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def parse_envelope(payload: bytes) -> dict[str, Any]:
-    if len(payload) > MAX_ENVELOPE_BYTES:
-        raise ProfileError(
-            "request_too_large",
-            f"request envelope is {len(payload)} bytes; the limit is {MAX_ENVELOPE_BYTES}",
-        )
-    try:
-        envelope = json.loads(payload.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ProfileError("invalid_request", f"request envelope is not UTF-8: {exc}",
-                           invalid_submit=True) from None
-    except json.JSONDecodeError as exc:
-        raise ProfileError("invalid_request", f"request envelope is not JSON: {exc}",
-                           invalid_submit=True) from None
-    if not isinstance(envelope, dict):
-        raise ProfileError("invalid_request", "request envelope must be a JSON object",
-                           invalid_submit=True)
-    if envelope.get("schema_version") != SCHEMA_VERSION:
-        raise ProfileError(
-            "invalid_schema_version",
-            f"schema_version must be {SCHEMA_VERSION!r}, got {envelope.get('schema_version')!r}",
-            invalid_submit=True,
-        )
-    unknown = sorted(set(envelope) - ENVELOPE_FIELDS)
-    if unknown:
-        raise ProfileError("invalid_request", f"unknown envelope member(s): {', '.join(unknown)}")
-    if not isinstance(envelope.get("operation"), str) or not envelope["operation"]:
-        raise ProfileError("invalid_request", "envelope member 'operation' must be a string")
-    if "request_id" in envelope and not isinstance(envelope["request_id"], str):
-        raise ProfileError("invalid_request", "envelope member 'request_id' must be a string")
-    if not isinstance(envelope.get("body"), dict):
-        raise ProfileError("invalid_request", "envelope member 'body' must be a JSON object")
-    hints = envelope.get("nnrp", {})
-    if not isinstance(hints, dict):
-        raise ProfileError("invalid_request", "envelope member 'nnrp' must be a JSON object")
-    timeout = hints.get("timeout_ms")
-    if timeout is not None and (not is_int(timeout) or timeout <= 0):
-        raise ProfileError("invalid_request", "nnrp.timeout_ms must be a positive integer")
-    after = hints.get("cancel_after_events")
-    if after is not None and (not is_int(after) or after < 0):
-        raise ProfileError("invalid_request", "nnrp.cancel_after_events must be an integer >= 0")
-    if "diagnostics" in hints and not isinstance(hints["diagnostics"], bool):
-        raise ProfileError("invalid_request", "nnrp.diagnostics must be a boolean")
-    return envelope
-
-
-# --- chat body ---------------------------------------------------------------------------
-
-
-def message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(part.get("text", "") for part in content)
-    return ""
-
-
-def _check_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
-    if "messages" not in body:
-        raise ProfileError("missing_messages", "chat body has no 'messages'")
-    messages = body["messages"]
-    if not isinstance(messages, list) or not messages:
-        raise ProfileError("invalid_request", "'messages' must be a non-empty list")
-    for i, message in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(message, dict):
-            raise ProfileError("invalid_request", f"{where} must be an object")
-        if message.get("role") not in MESSAGE_ROLES:
-            raise ProfileError(
-                "invalid_request", f"{where}.role must be one of {sorted(MESSAGE_ROLES)}"
-            )
-        if "content" not in message:
-            raise ProfileError("invalid_request", f"{where} has no 'content'")
-        content = message["content"]
-        if content is None and message["role"] == "assistant":
-            continue
-        if isinstance(content, list):
-            for j, part in enumerate(content):
-                if not (isinstance(part, dict) and isinstance(part.get("text"), str)):
-                    raise ProfileError(
-                        "invalid_request", f"{where}.content[{j}] must be a text part"
-                    )
-        elif not isinstance(content, str):
-            raise ProfileError("invalid_request", f"{where}.content must be a string or parts")
-    return messages
-
-
-def _check_tools(body: dict[str, Any]) -> dict[str, Any] | None:
-    """The tool the model calls, or None for a text answer."""
-    tools = body.get("tools")
-    choice = body.get("tool_choice")
-    if tools is None:
-        if choice not in (None, "none", "auto"):
-            raise ProfileError("invalid_request", "'tool_choice' names a tool but no 'tools'")
-        return None
-    if not isinstance(tools, list) or not tools:
-        raise ProfileError("invalid_request", "'tools' must be a non-empty list")
-    by_name: dict[str, dict[str, Any]] = {}
-    for i, tool in enumerate(tools):
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if tool.get("type") != "function" or not isinstance(fn, dict):
-            raise ProfileError("invalid_request", f"tools[{i}] must be a function tool")
-        if not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise ProfileError("invalid_request", f"tools[{i}].function.name must be a string")
-        if "parameters" in fn and not isinstance(fn["parameters"], dict):
-            raise ProfileError("invalid_request", f"tools[{i}].function.parameters: not an object")
-        by_name[fn["name"]] = fn
-    if choice == "none":
-        return None
-    if choice in (None, "auto", "required"):
-        return next(iter(by_name.values()))
-    if isinstance(choice, dict) and choice.get("type") == "function":
-        name = (choice.get("function") or {}).get("name")
-        if name in by_name:
-            return by_name[name]
-        raise ProfileError("invalid_request", f"'tool_choice' names unknown tool {name!r}")
-    raise ProfileError(
-        "invalid_request", "'tool_choice' must be none, auto, required or a function"
-    )
-
-
-def _check_scalars(body: dict[str, Any]) -> None:
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise ProfileError("invalid_request", "'stream' must be a boolean")
-    for key in ("temperature", "top_p"):
-        if key in body and (not isinstance(body[key], int | float) or isinstance(body[key], bool)):
-            raise ProfileError("invalid_request", f"'{key}' must be a number")
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise ProfileError("invalid_request", "'stream_options' must be an object")
-    for key in ("max_tokens", "max_completion_tokens"):
-        if key not in body or body[key] is None:
-            continue
-        if not is_int(body[key]) or body[key] <= 0:
-            raise ProfileError("invalid_request", f"'{key}' must be a positive integer")
-        if body[key] > MAX_OUTPUT_TOKENS:
-            raise ProfileError(
-                "context_length_exceeded",
-                f"'{key}' {body[key]} exceeds this model's {MAX_OUTPUT_TOKENS} output tokens",
-            )
 
 
 def arguments_for(fn: dict[str, Any], prompt: str) -> str:
@@ -311,9 +54,28 @@ def arguments_for(fn: dict[str, Any], prompt: str) -> str:
     return json.dumps(args, separators=(",", ":"))
 
 
-def split3(text: str) -> list[str]:
-    step = max(1, -(-len(text) // 3))
+def split3(text: str, parts: int = 3) -> list[str]:
+    """``text`` in (at most) ``parts`` pieces: a tool call's argument deltas."""
+    step = max(1, -(-len(text) // max(1, parts)))
     return [text[i : i + step] for i in range(0, len(text), step)]
+
+
+def stop_at(tokens: list[str], stops: list[str]) -> tuple[list[str], bool]:
+    """The tokens up to the first stop sequence (which is not returned), and whether one was
+    met: OpenAI's stop ("the returned text will not contain the stop sequence")."""
+    text = "".join(tokens)
+    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
+    if not hits:
+        return tokens, False
+    end, out, length = min(hits), [], 0
+    for token in tokens:
+        if length + len(token) > end:
+            if end > length:
+                out.append(token[: end - length])
+            break
+        out.append(token)
+        length += len(token)
+    return out, True
 
 
 @dataclass
@@ -324,11 +86,21 @@ class _Chat:
     body: dict[str, Any]
     defect: str | None
 
+    def limit(self) -> int | None:
+        if self.defect == "ignores-max-tokens":
+            return None
+        limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
+        return limit if isinstance(limit, int) else None
+
+    def stops(self) -> list[str]:
+        stop = self.body.get("stop")
+        stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+        return [] if self.defect == "ignores-stop" else [s for s in stops if s]
+
     def tokens(self, messages: list[dict[str, Any]]) -> list[str]:
         user = [m for m in messages if m["role"] == "user"] or messages
         words = message_text(user[-1]).split() or ["ok"]
-        limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
-        count = limit or DEFAULT_OUTPUT_TOKENS
+        count = self.limit() or DEFAULT_OUTPUT_TOKENS
         cycle = itertools.islice(itertools.cycle(words), count)
         tokens = [w if i == 0 else " " + w for i, w in enumerate(cycle)]
         if self.defect == "huge-event" and len(tokens) > 1:
@@ -370,6 +142,10 @@ class _Chat:
                 yield b"\xff\xfe{not json"
             if self.defect == "unknown-event-type" and i == 1:
                 yield encode({"type": "response.reasoning.delta", "index": 0, "delta": "hmm"})
+            split = input_faults.split_delta(self.defect, token)
+            if split is not None:
+                yield from split
+                continue
             event: dict[str, Any] = {"type": "response.output_text.delta", "index": 0}
             event["delta"] = token
             if self.defect == "schema-invalid-event":
@@ -387,12 +163,12 @@ class _Chat:
             body = encode(event)
             yield b"data: " + body + b"\n\n" if self.defect == "sse-framing" else body
 
-    def tool_events(self, fn: dict[str, Any], arguments: str) -> Iterator[bytes]:
+    def tool_events(self, fn: dict[str, Any], arguments: str, parts: int) -> Iterator[bytes]:
         ids = {"index": 0, "item_id": f"item_{self.op_id}_0", "call_id": f"call_{self.op_id}_0"}
         started = {"type": "response.tool_call.started", **ids, "name": fn["name"]}
         deltas = [
             {"type": "response.tool_call.delta", **ids, "arguments_delta": chunk}
-            for chunk in split3(arguments)
+            for chunk in split3(arguments, parts)
         ]
         final_args = arguments + " " if self.defect == "tool-call-args-mismatch" else arguments
         completed = {
@@ -411,12 +187,16 @@ class _Chat:
             yield b"data: " + body + b"\n\n" if self.defect == "sse-framing" else body
 
     def plan(self) -> Plan:
-        messages = _check_messages(self.body)
+        self.body = input_faults.lenient(self.defect, self.body, self.model)
+        if input_faults.unanswered(self.defect, self.body):
+            return Plan(partials=(), terminal=None)
+        messages = check_messages(self.body)
         model = self.body.get("model")
         if not isinstance(model, str) or not model:
             raise ProfileError("invalid_request", "chat body needs a 'model' string")
-        _check_scalars(self.body)
-        tool = _check_tools(self.body)
+        check_scalars(self.body)
+        tool = check_tools(self.body)
+        input_faults.refuse(self.defect, self.body)
         if model != self.model:
             # Mirrors a backend that rejects a model it does not serve; the upstream
             # backend-error recipe (model "backend-error") expects exactly this code.
@@ -426,8 +206,10 @@ class _Chat:
         input_tokens = max(1, len(prompt.split()))
         if tool is not None:
             arguments = arguments_for(tool, message_text(messages[-1]))
-            output_tokens = len(split3(arguments))
-            partials: list[bytes | None] = list(self.tool_events(tool, arguments))
+            # a tool call's argument deltas are its tokens: never more than the limit
+            parts = min(3, self.limit() or 3)
+            output_tokens = len(split3(arguments, parts))
+            partials: list[bytes | None] = list(self.tool_events(tool, arguments, parts))
             message: dict[str, Any] = {
                 "role": "assistant",
                 "content": None,
@@ -443,10 +225,9 @@ class _Chat:
             partials, message = tool_faults.apply(self.defect, partials, message)
             text_stream: Iterable[bytes | None] = partials
         else:
-            tokens = self.tokens(messages)
+            tokens, stopped = stop_at(self.tokens(messages), self.stops())
             output_tokens = len(tokens)
-            limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
-            finish = "length" if limit else "stop"
+            finish = "length" if self.limit() and not stopped else "stop"
             message = {"role": "assistant", "content": "".join(tokens)}
             text_stream = self.text_events(tokens)
         usage = {
@@ -457,7 +238,8 @@ class _Chat:
         final = {"type": "response.completed", "body": self.completion(message, finish, usage)}
         if not stream:
             # Generation still takes one step per token, so timeouts and cancels apply.
-            return Plan(partials=[None] * output_tokens, terminal=final)
+            return Plan(partials=[None] * output_tokens, terminal=None
+                        if input_faults.never_ends(self.defect, prompt) else final)
         if self.defect == "flood":
             return Plan(partials=self.flood(), terminal=None)
         tail: list[bytes | None] = []
@@ -467,7 +249,8 @@ class _Chat:
                 tail.append(encode(self.usage_event(usage)))
         if self.defect == "terminal-as-partial":
             tail.append(encode(final))
-        terminal = None if self.defect == "missing-terminal" else final
+        terminal = None if self.defect == "missing-terminal" \
+            or input_faults.never_ends(self.defect, prompt) else final
         return Plan(partials=itertools.chain(text_stream, tail), terminal=terminal)
 
     def flood(self) -> Iterator[bytes]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Final
 
+from input_faults import INPUT_DEFECTS
+
 #: defect name -> one-line description (what the faulty endpoint does differently)
 DEFECTS: Final = MappingProxyType(
     {
@@ -155,6 +157,8 @@ DEFECTS: Final = MappingProxyType(
             "embeddings: a batch is answered in reverse order (data[i] is the vector of the "
             "input n-1-i)"
         ),
+        # requests no fixed recipe sends (input_faults.py): caught by generated requests
+        **INPUT_DEFECTS,
     }
 )
 

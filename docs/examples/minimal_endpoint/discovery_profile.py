@@ -1,7 +1,8 @@
-"""The Level 3 side of the minimal endpoint: ``models.list`` and ``embeddings.create``
-(docs/levels.md#models-list, #embeddings).
+"""The discovery side of the minimal endpoint: the capability document
+(``nnrp.capabilities.get``) of each ``--levels`` claim, and the Level 3 operations
+``models.list`` and ``embeddings.create`` (docs/levels.md#models-list, #embeddings).
 
-Both answer with a single ``response.completed`` and no partial results.  The embeddings are
+The two Level 3 operations answer with a single ``response.completed`` and no partial results.  The embeddings are
 fake but deterministic: a text's SHA-256 in counter mode, expanded to the requested number of
 dimensions and normalised to length 1.  Identical inputs get identical vectors; different
 inputs get vectors that are nearly orthogonal, as a real model's unrelated texts would.
@@ -14,9 +15,21 @@ import hashlib
 import json
 import math
 import struct
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
-from chat_profile import ADAPTER, Plan, ProfileError, is_int
+from envelope import (
+    ADAPTER,
+    OP_CHAT,
+    OP_EMBEDDINGS,
+    OP_MODELS,
+    OP_RESPONSES,
+    PROFILE,
+    SCHEMA_VERSION,
+    Plan,
+    ProfileError,
+    is_int,
+)
 
 #: the served model's "created" (a fixed time: the list is the same on every call)
 MODEL_CREATED = 1764892800
@@ -24,6 +37,40 @@ DEFAULT_DIMENSIONS = 384
 MAX_DIMENSIONS = 4096
 MAX_INPUTS = 2048
 ENCODINGS = ("float", "base64")
+
+
+#: the capability document's entry of each profile operation (docs/levels.md): the answers
+#: of models.list and embeddings.create are single results, never streamed or cancelled
+OPERATION_FLAGS: Final = MappingProxyType({
+    OP_CHAT: {"streaming": True, "non_streaming": True, "tool_calls": True, "cancellation": True},
+    OP_RESPONSES: {"streaming": True, "non_streaming": True, "tool_calls": True,
+                   "cancellation": True},
+    OP_MODELS: {"streaming": False, "non_streaming": True, "tool_calls": False,
+                "cancellation": False},
+    OP_EMBEDDINGS: {"streaming": False, "non_streaming": True, "tool_calls": False,
+                    "cancellation": False},
+})
+#: the operations a level adds to the ones below it (profile §4: a higher level includes them)
+LEVEL_OPERATIONS: Final = MappingProxyType(
+    {1: (OP_CHAT,), 2: (OP_RESPONSES,), 3: (OP_MODELS, OP_EMBEDDINGS)}
+)
+
+
+def capability_document(model: str, defect: str | None = None, levels: int = 1) -> dict[str, Any]:
+    """The document of an endpoint serving every operation of ``levels`` and the ones below."""
+    names = [op for level in range(1, levels + 1) for op in LEVEL_OPERATIONS[level]]
+    claimed = list(range(1, levels + 1))
+    if defect == "capability-lies" and levels == 1:
+        claimed, names = [1, 2], [*names, OP_RESPONSES]
+    return {
+        "profile": PROFILE,
+        "schema_version": SCHEMA_VERSION,
+        "adapter": ADAPTER,
+        "compatibility_levels": claimed,
+        "operations": [{"name": name, **OPERATION_FLAGS[name]} for name in names],
+        "models": [{"id": model, "owned_by": ADAPTER}],
+    }
+
 
 
 def _invalid(message: str) -> ProfileError:

@@ -25,15 +25,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from chat_profile import (
-    OP_CHAT,
-    OP_EMBEDDINGS,
-    OP_MODELS,
-    OP_RESPONSES,
-    SCHEMA_VERSION,
-    plan_request,
-)
+from chat_profile import plan_request
 from discovery_profile import plan_embeddings, plan_models
+from envelope import OP_CHAT, OP_EMBEDDINGS, OP_MODELS, OP_RESPONSES, SCHEMA_VERSION
 from responses_profile import plan_responses
 
 ROUTES = {("POST", "/v1/chat/completions"): OP_CHAT, ("POST", "/v1/responses"): OP_RESPONSES,

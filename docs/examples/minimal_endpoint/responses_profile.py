@@ -6,7 +6,7 @@ the ``response.usage`` event and the terminal ``response.completed`` whose body 
 Response object.  The "model" is the chat one: it echoes words of the last user input, one
 word per token.  A ``tool_choice`` of ``"required"`` calls two tools (or one tool twice), so
 a client sees two output items one after the other.  NNRP framing, cancels and timeouts are
-the endpoint's (``endpoint.py``); the envelope is ``chat_profile``'s.
+the endpoint's (``endpoint.py``); the envelope is ``envelope``'s.
 """
 
 from __future__ import annotations
@@ -17,16 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from chat_profile import (
-    DEFAULT_OUTPUT_TOKENS,
-    MAX_OUTPUT_TOKENS,
-    Plan,
-    ProfileError,
-    arguments_for,
-    encode,
-    is_int,
-    split3,
-)
+from chat_body import MAX_OUTPUT_TOKENS
+from chat_profile import DEFAULT_OUTPUT_TOKENS, arguments_for, split3
+from envelope import Plan, ProfileError, encode, is_int
 
 #: roles of a Responses input message (OpenAI EasyInputMessage / input message item)
 INPUT_ROLES = frozenset({"user", "system", "developer", "assistant"})

@@ -22,6 +22,7 @@ from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
 from nnrp_conformance.checks.input_errors import check_error_about_input
+from nnrp_conformance.checks.generated import check_stop, check_text_unicode, judge_generated
 from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
 from nnrp_conformance.checks.relations import RELATION_CHECKS
 from nnrp_conformance.checks.responses import RESPONSES_CHECKS
@@ -81,6 +82,8 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     *TOOL_CALL_BODY_CHECKS,
     *RESPONSES_CHECKS,
     *DISCOVERY_CHECKS,
+    check_stop,
+    check_text_unicode,
 )
 
 
@@ -102,6 +105,7 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
         if name not in NAMED_CHECKS:  # the named ones already ran above
             ctx.fail("recipe.unknown-check", f"recipe asks for unknown check {name!r} "
                      f"(known: {', '.join(sorted(NAMED_CHECKS))})")
+    judge_generated(ctx)
     judge_beyond_profile(ctx)
     return _verdict(ctx)
 

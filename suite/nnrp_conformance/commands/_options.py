@@ -32,6 +32,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _natural(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
 #: the most operations ``--concurrency`` keeps in flight at once (a bound, not a tuning)
 MAX_CONCURRENCY = 64
 
@@ -124,6 +134,17 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", "--nnrp-trace", dest="trace", type=Path, metavar="DIR",
                         help="write each case's frames (sent and received) as NDJSON into "
                              "DIR/CASE_ID.ndjson")
+    parser.add_argument("--generate", "--nnrp-generate", dest="generate", type=_natural,
+                        default=0, metavar="N",
+                        help="also run N generated requests (valid, invalid and sequences on "
+                             "one session; docs/generation.md)")
+    parser.add_argument("--seed", "--nnrp-seed", dest="seed", type=_natural, metavar="S",
+                        help="the seed of the generated requests (default: a random one, "
+                             "printed; the same seed draws the same requests)")
+    parser.add_argument("--generate-save", "--nnrp-generate-save", dest="generate_save",
+                        type=Path, metavar="DIR",
+                        help="save each shrunk generated failure as a recipe file in DIR "
+                             "(default: generated-recipes/ beside the case results)")
 
 
 def _absolute(path: Path | None, base: Path) -> Path | None:
@@ -162,6 +183,9 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         baseline=_absolute(getattr(args, "baseline", None), base),
         baseline_update=bool(getattr(args, "baseline_update", False)),
         http_twin=getattr(args, "http_twin", None),
+        generate=getattr(args, "generate", 0),
+        seed=getattr(args, "seed", None),
+        generate_save=_absolute(getattr(args, "generate_save", None), base),
         base_dir=base,
     )
 

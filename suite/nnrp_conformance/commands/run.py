@@ -16,6 +16,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.commands._options import add_run_options, error, options_from_args
 from nnrp_conformance.events import EventBus
 from nnrp_conformance.fleet import fleet_report_path, fleet_targets, target_options
+from nnrp_conformance.generate.report import generated_line
 from nnrp_conformance.merge import MergeError, merge_runs
 from nnrp_conformance.options import RunOptions
 from nnrp_conformance.recording import run_plan
@@ -61,6 +62,8 @@ def _run_one(options: RunOptions, console: Console) -> tuple[int, str | None]:
         except SetupError as exc:
             error(exc)
             return contract.EXIT_USAGE, str(exc)
+        if core.generated is not None:
+            console.print(generated_line(core.generated), markup=False, highlight=False)
         art = options.artifacts()
         results, handlers = file_handlers(art)
         terminal = TerminalHandler(console, progress=True)

@@ -126,4 +126,4 @@ class HtmlHandler:
         elif isinstance(event, RunFinished):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(render_html(self.started, event, self.path.parent.resolve()),
-                                 encoding="utf-8")
+                                 encoding="utf-8", errors="backslashreplace")  # markdown.py

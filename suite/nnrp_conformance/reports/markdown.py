@@ -117,4 +117,7 @@ class MarkdownHandler:
             self.started = event
         elif isinstance(event, RunFinished):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(render_markdown(self.started, event), encoding="utf-8")
+            # backslashreplace: endpoint text the record did not escape (its capability
+            # document) is shown, never a reason to leave the file empty
+            self.path.write_text(render_markdown(self.started, event), encoding="utf-8",
+                                 errors="backslashreplace")

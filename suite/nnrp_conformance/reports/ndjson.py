@@ -70,7 +70,7 @@ class NdjsonHandler:
 
     def start(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._out = self.path.open("w", encoding="utf-8")
+        self._out = self.path.open("w", encoding="utf-8", errors="backslashreplace")
 
     def handle_event(self, event: RunEvent) -> None:
         if self._out is None:

@@ -1,0 +1,115 @@
+"""The minimal endpoint's input-handling defects: requests no fixed recipe sends, handled
+wrongly (docs/generation.md#the-example-endpoints-input-defects).
+
+Each is one defect of the registry (``defects.py``): a valid request with an optional field
+the recipes never send answered with an error, an invalid body answered, a character split
+across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, an
+unknown role never answered, and a session that stops serving after an invalid request. With none switched on, the chat
+"model" (``chat_profile``) handles every such input correctly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from chat_body import MESSAGE_ROLES
+from envelope import ProfileError
+
+#: defect -> its one-line description (merged into defects.DEFECTS)
+INPUT_DEFECTS = {
+    "seed-server-error": "a chat request with 'seed' is answered with a server_error",
+    "multipart-server-error": (
+        "a chat message whose content is an array of text parts is answered with a "
+        "server_error"),
+    "metadata-refused-unnamed": (
+        "a chat request with 'metadata' is refused with invalid_request and a message that "
+        "names nothing"),
+    "missing-model-accepted": "a chat body without 'model' is answered with the served model",
+    "negative-max-tokens-accepted": (
+        "a max_tokens of 0 or less is taken as no limit instead of refused"),
+    "ignores-max-tokens": "max_tokens is ignored: every answer is 16 tokens long",
+    "ignores-stop": "the stop list is ignored: the text runs on past a stop sequence",
+    "split-multibyte": (
+        "a character of 2 or more UTF-8 bytes in a text delta is split across two deltas at a "
+        "byte: each partial result is invalid UTF-8"),
+    "lone-surrogate": (
+        "a character outside the BMP in a text delta is sent as two UTF-16 surrogates, one "
+        "per delta (each a lone surrogate)"),
+    "long-prompt-no-terminal": (
+        "a prompt of more than 4000 characters is answered without a terminal"),
+    "unknown-role-unanswered": (
+        "a chat message with a role outside the five OpenAI roles is never answered: no "
+        "event, no terminal"),
+    "invalid-deafens-session": (
+        "after an invalid chat body, the session's next operation is never answered"),
+}
+LONG_PROMPT_CHARS = 4000
+
+
+def refuse(defect: str | None, body: dict[str, Any]) -> None:
+    """The defects that refuse a valid chat body (raise ProfileError)."""
+    if defect == "seed-server-error" and "seed" in body:
+        raise ProfileError("internal_error", "sampling failed")
+    if defect == "multipart-server-error" and any(
+            isinstance(m, dict) and isinstance(m.get("content"), list)
+            for m in body.get("messages") or ()):
+        raise ProfileError("internal_error", "the backend failed")
+    if defect == "metadata-refused-unnamed" and "metadata" in body:
+        raise ProfileError("invalid_request", "request not supported")
+
+
+def lenient(defect: str | None, body: dict[str, Any], model: str) -> dict[str, Any]:
+    """The body as the defects that answer an invalid one read it."""
+    if defect == "missing-model-accepted" and "model" not in body:
+        return {**body, "model": model}
+    if defect == "negative-max-tokens-accepted" and isinstance(body.get("max_tokens"), int) \
+            and body["max_tokens"] <= 0:
+        return {k: v for k, v in body.items() if k != "max_tokens"}
+    return body
+
+
+def _delta(prefix: bytes, text: bytes) -> bytes:
+    return prefix + text + b'"}'
+
+
+def split_delta(defect: str | None, token: str) -> Iterator[bytes] | None:
+    """The two text deltas the splitting defects send for ``token`` (None: sent whole)."""
+    prefix = b'{"type":"response.output_text.delta","index":0,"delta":'
+    if defect == "split-multibyte":
+        at = next((i for i, c in enumerate(token) if len(c.encode()) > 1), None)
+        if at is None:
+            return None
+        raw = json.dumps(token[:at], ensure_ascii=False).encode()[:-1]
+        char = token[at].encode()
+        rest = json.dumps(token[at + 1:], ensure_ascii=False).encode()[1:-1]
+        return iter((_delta(prefix, raw + char[:1]), _delta(prefix + b'"', char[1:] + rest)))
+    if defect == "lone-surrogate":
+        at = next((i for i, c in enumerate(token) if ord(c) > 0xFFFF), None)
+        if at is None:
+            return None
+        both = json.dumps(token[at])[1:-1].encode()  # "\\ud83d\\ude00"
+        head = json.dumps(token[:at]).encode()[:-1]
+        tail = json.dumps(token[at + 1:]).encode()[1:-1]
+        return iter((_delta(prefix, head + both[:6]), _delta(prefix + b'"', both[6:] + tail)))
+    return None
+
+
+def unanswered(defect: str | None, body: dict[str, Any]) -> bool:
+    """unknown-role-unanswered: this body is never answered."""
+    return defect == "unknown-role-unanswered" and any(
+        isinstance(m, dict) and m.get("role") not in MESSAGE_ROLES
+        for m in body.get("messages") or () if isinstance(body.get("messages"), list))
+
+
+def never_ends(defect: str | None, prompt: str) -> bool:
+    """long-prompt-no-terminal: this prompt's answer gets no terminal."""
+    return defect == "long-prompt-no-terminal" and len(prompt) > LONG_PROMPT_CHARS
+
+
+def deafens(defect: str | None, terminal: dict[str, Any] | None) -> bool:
+    """invalid-deafens-session: this answer (an invalid body's) deafens the session."""
+    error = (terminal or {}).get("error")
+    return defect == "invalid-deafens-session" and isinstance(error, dict) \
+        and error.get("type") == "invalid_request_error"

@@ -1,0 +1,162 @@
+"""Generated requests without an endpoint (docs/generation.md): the seed draws the same
+requests, every one is a valid recipe that reads back from its file, the shrinker keeps the
+failure and the family, and text an endpoint sends that UTF-8 cannot hold (a lone surrogate)
+reaches every report writer as its escape instead of crashing it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nnrp_conformance import contract
+from nnrp_conformance.checks.model import Finding, Verdict
+from nnrp_conformance.events import CaseRecord, RunFinished
+from nnrp_conformance.generate.mutations import MUTATIONS
+from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
+from nnrp_conformance.generate.run import draw
+from nnrp_conformance.generate.shrink import body_candidates, shrink
+from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft, slots
+from nnrp_conformance.jsonsafe import jsonable
+from nnrp_conformance.recipes import load_recipe_file
+from nnrp_conformance.reports.markdown import render_markdown
+from nnrp_conformance.runner import CaseResult
+
+CLAIMS = [Claim(contract.OP_CHAT_COMPLETIONS_CREATE, streaming=True, tool_calls=True,
+                cancellation=True),
+          Claim(contract.OP_RESPONSES_CREATE, streaming=True, tool_calls=True, cancellation=True),
+          Claim(contract.OP_EMBEDDINGS_CREATE)]
+
+
+def test_the_same_seed_draws_the_same_requests() -> None:
+    first = draw(CLAIMS, "m", 40, 3)
+    assert len(first) == 40
+    assert first == draw(CLAIMS, "m", 40, 3)
+    assert first != draw(CLAIMS, "m", 40, 4)
+    assert {d.family for d in first} == set(FAMILIES)
+    assert {d.operation for d in first} == {c.operation for c in CLAIMS}
+
+
+def test_a_bounded_run_sends_every_family_and_mutation_evenly() -> None:
+    """Families, operations and an operation's mutations are dealt in shuffled rounds: a
+    run of 90 chat cases holds 30 of each family and each of the 15 chat mutations twice
+    (left to hypothesis, 1,000 cases held 2 negative max_tokens)."""
+    chat = [CLAIMS[0]]
+    dealt = slots(chat, 90, 7)
+    assert Counter(s.family for s in dealt) == {f: 30 for f in FAMILIES}
+    mutations = [n for n, m in MUTATIONS.items() if contract.OP_CHAT_COMPLETIONS_CREATE in
+                 m.operations]
+    assert len(mutations) == 15
+    assert Counter(s.mutation for s in dealt if s.mutation) == {n: 2 for n in mutations}
+    assert Counter(s.claim.operation for s in slots(CLAIMS, 90, 7)) == {
+        c.operation: 30 for c in CLAIMS}
+    drafts = draw(chat, "m", 90, 7)
+    assert [(d.family, d.mutation) for d in drafts] == [(s.family, s.mutation) for s in dealt]
+
+
+def test_the_draw_ignores_the_constants_of_the_modules_a_process_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hypothesis mixes literals of the process's local modules into its draws: the same
+    seed drew other requests under pytest than under the CLI until the draw turned that off."""
+    first = draw(CLAIMS, "m", 40, 5)
+    words = " ".join(f'"{w}"' for w in ("alpha", "beta", "gamma", "delta", "omega", "zeta"))
+    (tmp_path / "provider_constants.py").write_text(
+        f"WORDS = [{words.replace(' ', ', ')}]\nNUMBERS = [3, 7, 11, 23, 42, 1999, 2**31 - 5]\n"
+        "RATES = [0.25, 0.75, 1.25]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("provider_constants")
+    assert draw(CLAIMS, "m", 40, 5) == first
+
+
+def test_every_generated_request_is_a_recipe_that_reads_back(tmp_path: Path) -> None:
+    for index, draft in enumerate(draw(CLAIMS, "m", 40, 11)):
+        data = recipe_data(draft, case_id=f"generated.t.{index}", seed=11, index=index,
+                           model="m")  # validated against recipe.schema.json
+        path = save_recipe(data, tmp_path)
+        assert load_recipe_file(path).data == data
+        assert data["request"]["body"].get("model", "${MODEL_ID}") == "${MODEL_ID}"
+
+
+def test_an_invalid_request_is_expected_as_the_profile_reads_it() -> None:
+    """Only what the profile makes invalid is expected strictly: a body without model is
+    OpenAI's mistake, not the profile's (beyond_profile); a wrong schema_version may also be
+    answered by an NNRP-level error, as its fixed recipe allows (error.invalid-submit)."""
+    base = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+    def recipe(mutation: str) -> dict[str, Any]:
+        return recipe_data(Draft("invalid", contract.OP_CHAT_COMPLETIONS_CREATE, base,
+                                 mutation=mutation), case_id="generated.t.0", seed=1,
+                           index=0, model="m")
+
+    assert recipe("missing-model")["beyond_profile"]["rule"] == "generated.invalid-accepted"
+    assert recipe("envelope-schema-version")["expect"]["events"][0]["rule"] \
+        == "error.invalid-submit"
+    strict = recipe("missing-messages")
+    assert "beyond_profile" not in strict and "rule" not in strict["expect"]["events"][0]
+
+
+def test_shrinking_keeps_the_failure_and_the_family() -> None:
+    body = {"model": "m", "stream": True, "stream_options": {"include_usage": True},
+            "temperature": 0.7, "seed": 9, "metadata": {"k": "v"}, "stop": ["b", "zz"],
+            "messages": [{"role": "system", "content": "be brief " * 20},
+                         {"role": "user", "content": "a b c"},
+                         {"role": "assistant", "content": "a"},
+                         {"role": "user", "content": [{"type": "text", "text": "a b c d"}]}]}
+    companion = Draft("valid", contract.OP_CHAT_COMPLETIONS_CREATE,
+                      {"model": "m", "messages": [{"role": "user", "content": "x"}]})
+    draft = Draft("sequence", contract.OP_CHAT_COMPLETIONS_CREATE, body,
+                  companions=(companion,))
+    runs: list[Draft] = []
+
+    def still_fails(d: Draft) -> str | None:  # "the endpoint ignores stop": needs a stop
+        runs.append(d)
+        return "failed" if "stop" in d.body else None
+
+    small, result, spent = shrink(draft, "failed", still_fails)
+    assert result == "failed" and spent == len(runs) <= 30
+    assert small.family == "sequence" and small.companions == ()
+    assert set(small.body) == {"model", "messages", "stop"}
+    assert len(small.body["messages"]) == 1 and small.body["stop"] == ["b"]
+
+
+def test_shrinking_never_shortens_a_value_that_must_stay_whole() -> None:
+    """A shortened tool_choice ("au"), encoding_format ("fl") or tool-call arguments ("{")
+    would turn a valid request into an invalid one: the shrinker leaves them whole."""
+    chat = {"model": "m", "tool_choice": "auto",
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "messages": [{"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+                {"role": "user", "content": "hello"}]}
+    embeddings = {"model": "m", "input": "hello", "encoding_format": "float"}
+    for operation, body in ((contract.OP_CHAT_COMPLETIONS_CREATE, chat),
+                            (contract.OP_EMBEDDINGS_CREATE, embeddings)):
+        for smaller in body_candidates(operation, body):
+            assert smaller.get("tool_choice", "auto") == "auto"
+            assert smaller.get("encoding_format", "float") == "float"
+            for m in smaller.get("messages", ()):
+                for call in m.get("tool_calls") or ():
+                    assert call["function"]["arguments"] == "{}"
+
+
+def test_a_lone_surrogate_reaches_every_writer_as_its_escape() -> None:
+    text = "ok \ud83d"  # half of an emoji: valid JSON as "\\ud83d", not UTF-8
+    assert jsonable({"delta": text}) == {"delta": "ok \\ud83d"}
+    finding = Finding("event.text-unicode", f"seen {text}", 0, None, text)
+    verdict = Verdict(contract.OUTCOME_FAILED, "success", [finding], f"case: {text}",
+                      "failed")
+    result = CaseResult(id="c", outcome=contract.OUTCOME_FAILED, terminal="success",
+                        verdict=verdict, events=[{"type": "response.output_text.delta",
+                                                  "index": 0, "delta": text}],
+                        duration_s=0.1, started_at="2026-12-06T00:00:00Z", level=1,
+                        status="optional", selection="selected", reason=None)
+    record = CaseRecord.from_result(result)
+    for written in (json.dumps(record.to_dict(), ensure_ascii=False),
+                    render_markdown(None, RunFinished([record], 0.1))):
+        written.encode("utf-8")  # raised UnicodeEncodeError before the escape
+        assert "\\ud83d" in written
