@@ -76,6 +76,8 @@ def problems_in(text: str) -> list[str]:
         number = re.match(r"(\d+(?:\.\d+)?)(\.[A-Z]\b)?", after)
         if after.startswith("{"):
             continue  # a format template (rules.Source.title), filled from the rulebook
+        if re.search(r"\bRFC \d+ $", before):
+            continue  # an IETF RFC's own section (RFC 8259 §8.2), named with its number
         if before.endswith("contract JSON "):
             path = re.match(r"[A-Za-z][\w.]*[A-Za-z]", after)
             if path is None or path.group(0) not in CONTRACT_MEMBERS:
@@ -135,10 +137,11 @@ def test_every_section_sign_is_an_upstream_documents_own_section() -> None:
 
 def test_the_check_itself_can_fail() -> None:
     assert problems_in("the profile's levels (§4), events (§7.1), errors (§10)") == []
+    assert problems_in("RFC 8259 §8.2 and I-JSON (RFC 7493 §2.1)") == []
     assert problems_in("contract JSON §wireMapping.terminalResult; data-plane spec "
                        "§Runtime Correlation; the vLLM adapter design §10.4") == []
     for wrong in ("spec §3", "upstream-notes §8.2", "(D §6.1)", "V §10.4", "notes §6",
                   "§16", "§7.3", "contract JSON §toolCalls", "data-plane spec §Nowhere",
                   "§ alone", "the vLLM adapter design §14", "upstream-notes\n§11.E",
-                  "stricter than upstream, §11.C"):
+                  "stricter than upstream, §11.C", "RFC §8.2"):
         assert problems_in(wrong), wrong

@@ -21,8 +21,8 @@ from nnrp_conformance.checks.capability import (
 from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
-from nnrp_conformance.checks.input_errors import check_error_about_input
 from nnrp_conformance.checks.generated import check_stop, check_text_unicode, judge_generated
+from nnrp_conformance.checks.input_errors import check_error_about_input
 from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
 from nnrp_conformance.checks.relations import RELATION_CHECKS
 from nnrp_conformance.checks.responses import RESPONSES_CHECKS
