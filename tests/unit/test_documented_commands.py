@@ -22,7 +22,7 @@ _QS = "tests/real_vllm/test_documented_quickstart.py"
 WHERE: dict[str, str] = {
     "pytest --nnrp-target=127.0.0.1:4433 --manifest=manifests/vllm-nnrp-adapter.json":
         "tests/real_vllm/test_documented_serve.py",
-    "bash scripts/release": "the release itself (about 19 minutes): reports/evidence/",
+    "bash scripts/release": "the release itself (about 13 minutes): reports/evidence/",
     "bash scripts/test": "the test command itself: .ci/run",
     "pip install .  # the suite (and the adapter, without vLLM)": _QS,
     # vLLM's PyPI wheels are GPU builds and this machine has none; the CPU path the README
