@@ -357,7 +357,10 @@ def _run_generated(defect: str | None, tmp: Path) -> GeneratedRun:
     CLI run against the endpoint with ``defect`` (or the correct one)."""
     t0 = time.monotonic()
     proc, address = _start(defect, False, tmp)
-    results = tmp / f"generated-{defect or 'correct'}.json"
+    # a folder per run: its saved failures (generated-recipes/ beside the results) share
+    # their case ids with the other runs' (one seed), and the replay below reads one of them
+    results = tmp / f"generated-{defect or 'correct'}" / "case-results.json"
+    results.parent.mkdir()
     cmd = [*CLI, "run", "--target", address, "--manifest", str(MANIFEST), "--results",
            str(results), "--timeout", CASE_TIMEOUT_S, "--idle-timeout", "0.5", "--model",
            "minimal-model", "--strict", "--recipes", str(RECIPES / "level1"),
