@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import case_results, contract, runner
+from nnrp_conformance import case_results, contract, rules, runner
 from nnrp_conformance.checks.concurrency import Member, judge_group
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
@@ -130,12 +130,39 @@ def _rejudged(result: case_results.CaseResult, findings: list[Finding], extra: d
 async def run_batch(client: Any, cases: Sequence[PlannedCase], *, strict: bool = False,
                     **run_options: Any) -> list[case_results.CaseResult]:
     """``--concurrency N``: ordinary cases in flight together, each judged as usual plus the
-    cross-operation rules; each result's diagnostics say what it overlapped with."""
+    cross-operation rules; each result's diagnostics say what it overlapped with. A case the
+    endpoint refused admission (the overload row) runs again on its own and is judged on that
+    run (:func:`_alone`)."""
     results, overlap = await run_group(client, cases, strict=strict, **run_options)
     members = members_of(cases, results)
     judge_group(members, strict=strict)
-    return [_rejudged(r, m.findings, {"concurrency": {**overlap, "batch": [c.id for c in cases]}})
-            for r, m in zip(results, members, strict=True)]
+    out = []
+    for case, r, m in zip(cases, results, members, strict=True):
+        extra = {"concurrency": {**overlap, "batch": [c.id for c in cases]}}
+        judged = _rejudged(r, m.findings, extra)
+        if m.refused:
+            judged = await _alone(client, case, judged, extra, strict=strict, **run_options)
+        out.append(judged)
+    return out
+
+
+async def _alone(client: Any, case: PlannedCase, refused: case_results.CaseResult,
+                 extra: dict[str, Any], *, strict: bool,
+                 **run_options: Any) -> case_results.CaseResult:
+    """A batch case the endpoint refused, run again with nothing else in flight. Which
+    operations of a batch an endpoint over its limit refuses is a race (which of its earlier
+    operations had ended when each submit arrived), and a refused case was never tested: the
+    verdict is the lone run's, so it does not depend on that race (docs/verdicts.md#stable-
+    verdicts). The refusal is kept in ``diagnostics.concurrency.refused`` (its error and
+    findings), and its own faults (its error body, event, frames, terminal) still count."""
+    again = await runner.run_case(client, case, strict=strict, **run_options)
+    own = [f for f in refused.verdict.findings
+           if f.rule != "concurrency.refused" and f.level != rules.LEVEL_INFORMATIONAL]
+    err = refused.events[-1].get("error") if refused.events else None
+    note = {"error": err, "findings": [f.to_dict() for f in refused.verdict.findings],
+            "ran_again": "alone"}
+    return _rejudged(again, [*again.verdict.findings, *own],
+                     {"concurrency": {**extra["concurrency"], "refused": note}})
 
 
 def group_result(case: PlannedCase, results: Sequence[case_results.CaseResult],
