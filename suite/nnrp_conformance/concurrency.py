@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import case_results, contract, runner
+from nnrp_conformance import case_results, contract, rules, runner
 from nnrp_conformance.checks.concurrency import Member, judge_group
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
@@ -27,7 +27,8 @@ from nnrp_conformance.recipes import LEAD_OPERATION
 if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
 
-__all__ = ["group_result", "members_of", "run_batch", "run_group"]
+__all__ = ["group_result", "judged_alone", "members_of", "refused_in_batch", "run_batch",
+           "run_group"]
 
 
 class _Barrier:
@@ -130,12 +131,41 @@ def _rejudged(result: case_results.CaseResult, findings: list[Finding], extra: d
 async def run_batch(client: Any, cases: Sequence[PlannedCase], *, strict: bool = False,
                     **run_options: Any) -> list[case_results.CaseResult]:
     """``--concurrency N``: ordinary cases in flight together, each judged as usual plus the
-    cross-operation rules; each result's diagnostics say what it overlapped with."""
+    cross-operation rules; each result's diagnostics say what it overlapped with. A case the
+    endpoint refused admission (the overload row, :func:`refused_in_batch`) is run again on
+    its own by the caller (``run_cases``, on a clean session) and judged by
+    :func:`judged_alone`."""
     results, overlap = await run_group(client, cases, strict=strict, **run_options)
     members = members_of(cases, results)
     judge_group(members, strict=strict)
     return [_rejudged(r, m.findings, {"concurrency": {**overlap, "batch": [c.id for c in cases]}})
             for r, m in zip(results, members, strict=True)]
+
+
+def refused_in_batch(result: case_results.CaseResult) -> bool:
+    """The batch case was refused admission (its verdict rests on ``concurrency.refused``)."""
+    return "batch" in (result.diagnostics.get("concurrency") or {}) and any(
+        f.rule == "concurrency.refused" for f in result.verdict.findings)
+
+
+def judged_alone(refused: case_results.CaseResult,
+                 again: case_results.CaseResult) -> case_results.CaseResult:
+    """A batch case the endpoint refused, judged on its run with nothing else in flight
+    (``again``). Which operations of a batch an endpoint over its limit refuses is a race
+    (which of its earlier operations had ended when each submit arrived), and a refused case
+    was never tested: the verdict is the lone run's, so it does not depend on that race
+    (docs/verdicts.md#stable-verdicts). The refusal is kept in
+    ``diagnostics.concurrency.refused`` (its error and findings), and its own faults (its error
+    body, event, frames, terminal) still count."""
+    own = [f for f in refused.verdict.findings
+           if f.rule != "concurrency.refused" and f.level != rules.LEVEL_INFORMATIONAL]
+    err = refused.events[-1].get("error") if refused.events else None
+    note: dict[str, Any] = {"error": err, "ran_again": "alone",
+                            "findings": [f.to_dict() for f in refused.verdict.findings]}
+    if "left_open_earlier" in refused.diagnostics:
+        note["left_open_earlier"] = refused.diagnostics["left_open_earlier"]
+    batch = {**refused.diagnostics["concurrency"], "refused": note}
+    return _rejudged(again, [*again.verdict.findings, *own], {"concurrency": batch})
 
 
 def group_result(case: PlannedCase, results: Sequence[case_results.CaseResult],

@@ -21,6 +21,9 @@ portal, the options and the plan):
   endpoint is then reported in one full idle limit plus a few seconds per case, and a slow
   one (a cold model's first token) keeps its full wait, because its pace is what sets it.
 * refused frames no case owns, noted on the case that saw them.
+* **a case refused in a ``--concurrency`` batch** runs again alone after the batch (on a fresh
+  session when the batch left operations open) and is judged on that run
+  (``concurrency.judged_alone``): which cases an endpoint over its limit refuses is a race.
 """
 
 from __future__ import annotations
@@ -125,7 +128,11 @@ class CaseSessions:
             self._note_refusals(results[-1])
         for result in results:
             self._after(result, [result])
-        return list(results)
+        # a refused case is run again alone, after the batch (on a fresh session when the batch
+        # left operations open): which cases are refused is a race (concurrency.judged_alone)
+        return [concurrency.judged_alone(r, self.run_case(c, timeout=timeout))
+                if concurrency.refused_in_batch(r) else r for c, r in zip(cases, results,
+                                                                           strict=True)]
 
     def _run_options(self, timeout: float | None) -> dict[str, Any]:
         """The keyword arguments of runner.run_case for this run."""

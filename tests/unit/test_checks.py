@@ -383,6 +383,16 @@ def test_wire_findings_become_findings() -> None:
     assert rules(v) == ["wire.partial_result.order", "wire.frame_after_terminal"]
 
 
+def test_a_cancel_the_local_runtime_refused_judges_nothing() -> None:
+    # the runtime had closed the frame (a dropped session) before our cancel was due: local
+    # timing, present in some identical runs and not in others; the silence is what is judged
+    v = judge(case_of("level1.chat.streaming-text"),
+              obs([delta()], None, timed_out=True, wire_findings=[
+                  {"rule": "client.cancel_after_end", "detail": "cancel sent after the runtime "
+                   "closed the frame"}]))
+    assert rules(v) == ["timeout.no-terminal"]
+
+
 # --- capability document --------------------------------------------------------------------
 
 
