@@ -26,7 +26,8 @@ from vllm_nnrp_adapter.benchmark.parity.facts import (
 from vllm_nnrp_adapter.benchmark.parity.lean_client import LeanSession
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import chat, envelope, serve_adapter
+# at collection, while 'conftest' is this folder's (later another folder's may hold the name)
+from conftest import MANIFEST, ScriptedBackend, chat, envelope, serve_adapter
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 
@@ -114,7 +115,6 @@ async def test_the_second_listener_serves_the_same_adapter_over_ipc() -> None:
     to): one adapter, two listeners; a lean session streams the same answer over each."""
     import tempfile
 
-    from conftest import MANIFEST, ScriptedBackend
     from vllm_nnrp_adapter.serve import nnrp_serving
     from vllm_nnrp_adapter.settings import ServeConfig
 
