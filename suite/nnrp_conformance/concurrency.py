@@ -27,8 +27,8 @@ from nnrp_conformance.recipes import LEAD_OPERATION
 if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
 
-__all__ = ["group_result", "judged_alone", "members_of", "refused_in_batch", "run_batch",
-           "run_group"]
+__all__ = ["group_result", "judged_alone", "judged_alone_after_loss", "lost_in_batch",
+           "members_of", "refused_in_batch", "run_batch", "run_group"]
 
 
 class _Barrier:
@@ -166,6 +166,29 @@ def judged_alone(refused: case_results.CaseResult,
         note["left_open_earlier"] = refused.diagnostics["left_open_earlier"]
     batch = {**refused.diagnostics["concurrency"], "refused": note}
     return _rejudged(again, [*again.verdict.findings, *own], {"concurrency": batch})
+
+
+def lost_in_batch(result: case_results.CaseResult) -> bool:
+    """The batch case's operation was never ended on the session (``run_cases`` marks it
+    ``left_open``, or ``session_dropped`` when the client saw the session go)."""
+    diag = result.diagnostics
+    return "batch" in (diag.get("concurrency") or {}) and (
+        "left_open" in diag or "session_dropped" in diag)
+
+
+def judged_alone_after_loss(lost: case_results.CaseResult,
+                            again: case_results.CaseResult) -> case_results.CaseResult:
+    """A batch case whose operation the session never ended, judged on its run alone on a
+    fresh session (``again``). An endpoint that drops a whole session or stops serving it
+    (``drop-on-tools``) leaves every operation in flight beside the one that caused it
+    unended, and nothing on the wire says which one did (nnrp-py tells the client nothing
+    when the server closes a session; docs/verdicts.md#stable-verdicts): the lone run says it. The case that causes it fails there again, once; the others pass.
+    The batch run is kept in ``diagnostics.concurrency.left_open`` (its findings)."""
+    note: dict[str, Any] = {"ran_again": "alone",
+                            "terminal_delivery": lost.diagnostics.get("terminal_delivery"),
+                            "findings": [f.to_dict() for f in lost.verdict.findings]}
+    batch = {**lost.diagnostics["concurrency"], "left_open": note}
+    return _rejudged(again, list(again.verdict.findings), {"concurrency": batch})
 
 
 def group_result(case: PlannedCase, results: Sequence[case_results.CaseResult],

@@ -24,6 +24,10 @@ portal, the options and the plan):
 * **a case refused in a ``--concurrency`` batch** runs again alone after the batch (on a fresh
   session when the batch left operations open) and is judged on that run
   (``concurrency.judged_alone``): which cases an endpoint over its limit refuses is a race.
+  So does a batch case whose operation the session never ended (``left_open`` or
+  ``session_dropped``), each on a fresh session (``concurrency.judged_alone_after_loss``): an
+  endpoint that drops the session leaves every operation beside the culprit unended, and only
+  a lone run says which case did it.
 """
 
 from __future__ import annotations
@@ -129,10 +133,20 @@ class CaseSessions:
         for result in results:
             self._after(result, [result])
         # a refused case is run again alone, after the batch (on a fresh session when the batch
-        # left operations open): which cases are refused is a race (concurrency.judged_alone)
-        return [concurrency.judged_alone(r, self.run_case(c, timeout=timeout))
-                if concurrency.refused_in_batch(r) else r for c, r in zip(cases, results,
-                                                                           strict=True)]
+        # left operations open): which cases are refused is a race (concurrency.judged_alone);
+        # a case whose operation the session never ended runs again alone on a fresh session:
+        # which of the batch caused it only a lone run can say (judged_alone_after_loss)
+        judged = []
+        for case, result in zip(cases, results, strict=True):
+            if concurrency.refused_in_batch(result):
+                result = concurrency.judged_alone(result, self.run_case(case, timeout=timeout))
+            elif concurrency.lost_in_batch(result):
+                self._fresh_needed = self._fresh_needed or \
+                    f"{result.id} runs again alone after its batch lost its operation"
+                result = concurrency.judged_alone_after_loss(
+                    result, self.run_case(case, timeout=timeout))
+            judged.append(result)
+        return judged
 
     def _run_options(self, timeout: float | None) -> dict[str, Any]:
         """The keyword arguments of runner.run_case for this run."""

@@ -12,7 +12,9 @@ over the real wire against the example endpoint's session-limit variants
   ``--concurrency 4`` a refused case runs again alone and is judged on that run, so which
   cases the endpoint refused (a race) changes no verdict (issue 36 item 4).
 * ``drop-on-tools`` drops the session once a request with tools has streamed: that case
-  fails, said once, and the cases after it pass on a fresh session (issue 37 item 5).
+  fails, said once, and the cases after it pass on a fresh session (issue 37 item 5); under
+  ``--concurrency 4`` the same cases fail, and only those (the batch's lost operations run
+  again alone, each on a fresh session).
 * ``missing-terminal`` never ends a stream: the first case ended by the idle limit shortens
   the wait of the next ones to the endpoint's own pace (at least the floor), and every case
   is still reported, by what the endpoint sent (events, then no terminal).
@@ -78,6 +80,28 @@ def test_a_dropped_session_fails_its_case_once_and_the_run_goes_on(
     said = [r["id"] for r in doc["results"]
             if "left_open" in r["diagnostics"] or "session_dropped" in r["diagnostics"]]
     assert said == ["level1.chat.tool-call-forced"]
+
+
+def test_a_dropped_session_under_concurrency_fails_what_the_sequential_run_fails(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    # the operations in flight beside the tool case are never ended either (the session is
+    # gone and nothing on the wire says so): each runs again alone, on a fresh session
+    with start_endpoint(tmp_path, None, ("--variant", "drop-on-tools")) as ep:
+        verdicts = []
+        for extra in ((), ("--concurrency", "4")):
+            code, doc = run(tmp_path, ep, "--timeout", "2", "--level", "1", *extra)
+            failed = sorted(r["id"] for r in doc["results"] if r["outcome"] == "failed")
+            said = sorted(r["id"] for r in doc["results"] if "left_open" in r["diagnostics"]
+                          or "session_dropped" in r["diagnostics"])
+            verdicts.append((code, failed, said))
+    (code, failed, said), batched = verdicts
+    assert code == 1 and failed and said == failed
+    assert all("tool" in case for case in failed), failed
+    assert batched == verdicts[0], batched
+    again = [r for r in doc["results"]
+             if "left_open" in r["diagnostics"].get("concurrency", {})]
+    assert again and all(r["diagnostics"]["concurrency"]["left_open"]["ran_again"] == "alone"
+                         for r in again)
 
 
 def test_a_refusal_with_its_own_overload_code_passes_the_mixed_recipe(
