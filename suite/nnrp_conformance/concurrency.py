@@ -182,8 +182,9 @@ def judged_alone_after_loss(lost: case_results.CaseResult,
     fresh session (``again``). An endpoint that drops a whole session or stops serving it
     (``drop-on-tools``) leaves every operation in flight beside the one that caused it
     unended, and nothing on the wire says which one did (nnrp-py tells the client nothing
-    when the server closes a session; docs/verdicts.md#stable-verdicts): the lone run says it. The case that causes it fails there again, once; the others pass.
-    The batch run is kept in ``diagnostics.concurrency.left_open`` (its findings)."""
+    when the server closes a session; docs/verdicts.md#stable-verdicts): the lone run says
+    it. The case that causes it fails there again, once; the others pass. The batch run is
+    kept in ``diagnostics.concurrency.left_open`` (its findings)."""
     note: dict[str, Any] = {"ran_again": "alone",
                             "terminal_delivery": lost.diagnostics.get("terminal_delivery"),
                             "findings": [f.to_dict() for f in lost.verdict.findings]}
@@ -203,8 +204,8 @@ def group_result(case: PlannedCase, results: Sequence[case_results.CaseResult],
                 for m in members for f in m.findings]
     lead = results[0]
     operations = [{"name": m.name, "request_id": r.diagnostics.get("request_id"),
-                   "outcome": verdict_of(m.name, r.terminal, m.findings, 0).outcome, "expected_terminal":
-                   m.expected_terminal, "terminal": r.terminal, "events": len(r.events),
+                   "outcome": verdict_of(m.name, r.terminal, m.findings, 0).outcome,
+                   "expected_terminal": m.expected_terminal, "terminal": r.terminal, "events": len(r.events),
                    "findings": [f.to_dict() for f in m.findings],
                    "timings_ms": r.diagnostics.get("timings_ms")}
                   for m, r in zip(members, results, strict=True)]
