@@ -33,6 +33,10 @@ TCMALLOC_CANDIDATES = [
 ]
 
 
+def log(msg: str) -> None:
+    print(f"[vllm-venv] {msg}", flush=True)
+
+
 class HostError(Exception):
     """What the machine must provide is missing (a Python 3.11, libtcmalloc)."""
 
