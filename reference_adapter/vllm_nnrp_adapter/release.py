@@ -4,10 +4,12 @@ For the lower bound and the current line: the adapter on real vLLM CPU with the 
 model, the full conformance suite against it (as a provider runs it, in its own process,
 with the claims the adapter keeps on that line: ``conformance.manifest_for_vllm``, recorded
 as the version's ``manifest.json`` when they are fewer than the adapter's),
-the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke), the suite again
-inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`.twin`) and, on
-the current line, the HTTP/SSE parity benchmark; then the version-independent benchmarks
-(wire, mapper); then ``nnrp-conformance gate`` over all of it. The layout is the gate's
+the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke) and the suite again
+inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`.twin`). The vLLM
+environments are built in the background meanwhile, and each version's run starts as soon as
+its own environment is ready (:class:`BackgroundBuild`). Once every build is done: on the
+current lines the HTTP/SSE parity benchmark, then the version-independent benchmarks (wire,
+mapper, soak, load) and ``nnrp-conformance gate`` over all of it. The layout is the gate's
 (``nnrp_conformance.gate`` docstring). ``--quick`` runs the short benchmarks (the README's
 main job); without it the full ones (``scripts/regenerate-evidence`` → ``reports/``).
 """
@@ -35,6 +37,7 @@ from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE, POLICY_FI
 from . import CURRENT_TESTED, TESTED_VERSIONS
 from .adapter_process import AdapterProcess
 from .benchmark.lib.results import BENCH_LOAD, BENCH_SOAK
+from .benchmark.parity.facts import HTTP, NNRP, NNRP_IPC, NNRP_ONE
 from .conformance import manifest_for_vllm, run_suite
 from .embedded import REPO_ROOT, ConformanceSetupError, tiny_model, vllm_python
 from .policy import policy_path
@@ -57,10 +60,14 @@ class Step:
 
     def __init__(self, log: list[dict[str, Any]]) -> None:
         self.log = log
+        #: True while the environments are still being built beside the steps: a step's
+        #: entry says so (its figures were measured beside a build)
+        self.beside_build: Callable[[], bool] = lambda: False
 
     def __call__(self, title: str, fn: Callable[[], Any], *, spinner: bool = True) -> Any:
         """``spinner=False``: ``fn`` shows its own progress (no second live display)."""
         t0 = time.monotonic()
+        beside_build = self.beside_build()
         with console.status(f"[bold]{title}…") if spinner else contextlib.nullcontext():
             try:
                 result = fn()
@@ -76,36 +83,76 @@ class Step:
         console.print(f"{mark} {title} [dim]({took:.0f} s)[/dim]")
         if not ok and isinstance(result, Exception):
             console.print(f"  [red]{result}[/red]")
-        self.log.append({"step": title, "ok": ok, "seconds": round(took, 1)})
+        self.log.append({"step": title, "ok": ok, "seconds": round(took, 1),
+                         **({"beside_build": True} if beside_build else {})})
         return result
 
 
 class BackgroundBuild:
-    """``scripts/vllm-venv`` for every version at once, in the background (it builds one
-    environment per torch build side by side). A version's own environment step waits on that
-    version's cache lock only, so the first versions' runs overlap the last builds (measured
-    cold: the four builds take about 4 minutes, the first is ready after 2). Its phase lines
-    are relayed to the console as they come (no second live display beside the steps')."""
+    """``scripts/vllm-venv --announce`` for every version at once, in the background (it builds
+    one environment per torch build side by side), at a lower CPU priority (``nice``) than the
+    runs beside it. It says on standard output which version is ready (``ready VERSION
+    PATH``), so each version's run starts as soon as its own environment is, whichever that is
+    (measured cold: the first is ready after about 2.5 minutes, all four after 4 to 5). Its
+    phase lines are relayed to the console as they come (no second live display beside the
+    steps')."""
+
+    #: the builder's niceness: the first versions' runs beside it get the CPU first
+    NICENESS = 10
 
     def __init__(self, builder: Path, versions: Sequence[str]) -> None:
         self.started = time.monotonic()
         self.ended: float | None = None
-        self.proc = subprocess.Popen([sys.executable, str(builder), *versions],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
-        self._relay_thread = threading.Thread(target=self._relay, daemon=True)
-        self._relay_thread.start()
+        self._ready: list[str] = []
+        self._changed = threading.Condition()
+        # coreutils' nice execs the builder (same PID); no preexec_fn beside our threads
+        self.proc = subprocess.Popen(["nice", "-n", str(self.NICENESS), sys.executable,
+                                      str(builder), "--announce", *versions],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._threads = [threading.Thread(target=fn, daemon=True)
+                         for fn in (self._relay, self._announcements)]
+        for thread in self._threads:
+            thread.start()
 
     def _relay(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             console.print(line.rstrip("\n"), markup=False, highlight=False)
+
+    def _announcements(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            words = line.split()
+            if len(words) == 3 and words[0] == "ready":
+                with self._changed:
+                    self._ready.append(words[1])
+                    self._changed.notify_all()
         self.proc.wait()
-        self.ended = time.monotonic()
+        with self._changed:
+            self.ended = time.monotonic()
+            self._changed.notify_all()
+
+    @property
+    def running(self) -> bool:
+        return self.ended is None
+
+    def next_ready(self, pending: Sequence[str]) -> str:
+        """The first of ``pending`` whose environment is ready, waiting for one; once the
+        builder has ended, the first of ``pending`` (its environment step then says why it
+        has none)."""
+        with self._changed:
+            while True:
+                ready = [v for v in self._ready if v in pending]
+                if ready:
+                    return ready[0]
+                if self.ended is not None:
+                    return pending[0]
+                self._changed.wait()
 
     def wait(self) -> int:
         """The builder's exit status, once every environment is built."""
-        self._relay_thread.join()
+        for thread in self._threads:
+            thread.join()
         return self.proc.returncode
 
     @property
@@ -153,10 +200,9 @@ def suite_adapter_log(vdir: Path) -> Path:
     return vdir / ADAPTER_LOG
 
 
-def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Step,
-                before_parity: Callable[[], object] = lambda: None) -> None:
-    """One version's steps; ``before_parity`` returns once the machine may be measured (the
-    background builds done)."""
+def run_version(version: str, out: Path, *, quick: bool, step: Step) -> None:
+    """One version's steps on the adapter's own engine and on ``vllm serve``'s (the twin);
+    its parity run, which starts servers of its own, is :func:`run_parity`."""
     vdir = out / f"vllm-{version}"
     (vdir / "bench").mkdir(parents=True, exist_ok=True)
     python = step(f"vLLM {version} environment", lambda: vllm_python(version))
@@ -201,16 +247,27 @@ def run_version(version: str, out: Path, *, quick: bool, parity: bool, step: Ste
     # vLLM's own HTTP API on the same engine, every request compared (twin.py, docs/twin.md)
     step(f"HTTP twin on vLLM {version}",
          lambda: run_twin(python, model, version, vdir / TWIN_DIR))
-    if parity:
-        before_parity()
-        step(
-            f"HTTP/SSE parity on vLLM {version}",
-            lambda: _bench(
-                python,
-                "parity",
-                ["--vllm-version", version, "--out", str(vdir), *(["--quick"] if quick else [])],
-            ),
-        )
+
+
+#: the parity columns of ``--quick`` (the gate's ``nnrp``, its ipc twin and one shared
+#: session beside HTTP); the full run measures every column, the suite's recording clients too
+QUICK_PARITY_PATHS = (HTTP, NNRP, NNRP_IPC, NNRP_ONE)
+
+
+def run_parity(version: str, out: Path, *, quick: bool, step: Step) -> None:
+    """The HTTP/SSE parity benchmark of ``version`` (its own two servers); never beside a
+    build."""
+    if not (out / f"vllm-{version}").is_dir():
+        return  # the version's environment or adapter failed: already reported
+    step(
+        f"HTTP/SSE parity on vLLM {version}",
+        lambda: _bench(
+            vllm_python(version, build=False),
+            "parity",
+            ["--vllm-version", version, "--out", str(out / f"vllm-{version}"),
+             *(["--quick", "--paths", ",".join(QUICK_PARITY_PATHS)] if quick else [])],
+        ),
+    )
 
 
 def main(argv: Sequence[str]) -> int:
@@ -241,22 +298,19 @@ def main(argv: Sequence[str]) -> int:
     # the gate judges the evidence against the policy it was recorded for
     shutil.copyfile(policy_path(), out / POLICY_FILE)
     # every environment side by side in the background (BackgroundBuild); each version's run
-    # starts once its own is ready, and no benchmark measures beside a build
+    # starts once its own is ready, in the order they become ready
     builder = REPO_ROOT / "scripts" / "vllm-venv"
     building: BackgroundBuild | None = None
     if builder.is_file() and not os.environ.get("VLLM_NNRP_PYTHON"):
         console.print(f"==> vLLM environments {', '.join(versions)}: built side by side in the "
                       "background; each version's run starts when its own is ready")
         building = BackgroundBuild(builder, versions)
-    for version in versions:
-        run_version(
-            version,
-            out,
-            quick=args.quick,
-            parity=not args.no_parity and version in CURRENT_TESTED,
-            step=step,
-            before_parity=building.wait if building is not None else lambda: None,
-        )
+        step.beside_build = lambda: building is not None and building.running
+    pending = list(versions)
+    while pending:
+        version = building.next_ready(pending) if building is not None else pending[0]
+        pending.remove(version)
+        run_version(version, out, quick=args.quick, step=step)
     if building is not None:
         built = building.wait() == 0
         console.print(f"{'[green]✓' if built else '[red]✗'}[/] vLLM environments "
@@ -266,7 +320,12 @@ def main(argv: Sequence[str]) -> int:
                        "background beside the first versions' runs)", "ok": built,
                        "seconds": round(building.seconds, 1), "in_background": True,
                        "environments": environment_facts(versions)})
-    # the version-independent benchmarks measure too: never beside a build
+    # what measures comes after the builds: parity (servers of its own), then the
+    # version-independent benchmarks
+    if not args.no_parity:
+        for version in versions:
+            if version in CURRENT_TESTED:
+                run_parity(version, out, quick=args.quick, step=step)
     (out / "bench").mkdir(exist_ok=True)
     quick = ["--quick"] if args.quick else []
     step(
