@@ -14,7 +14,11 @@ from pathlib import Path
 from vllm_venv_steps import BuildError, capture, log
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-_WHERE_CHECK = "import vllm, vllm_nnrp_adapter; print(vllm_nnrp_adapter.__file__)"
+# the base's vLLM is found (not imported: 4 s, the base's own import check ran it) and the
+# adapter is this checkout's
+_WHERE_CHECK = ("import importlib.util, vllm_nnrp_adapter\n"
+                "assert importlib.util.find_spec('vllm'), 'vllm is not importable'\n"
+                "print(vllm_nnrp_adapter.__file__)")
 
 
 def write_env_files(venv: Path, env: dict[str, str]) -> None:
