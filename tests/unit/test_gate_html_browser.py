@@ -123,6 +123,14 @@ def test_a_benchmark_is_sized_by_its_own_run(recorded: dict[str, Any]) -> None:
     assert not any(ch.isdigit() for ch in soak["title"])
 
 
+def test_a_benchmark_measured_beside_a_build_says_so(recorded: dict[str, Any]) -> None:
+    latency = next(b for b in gate_summary.benchmarks(recorded)
+                   if b["name"] == "streaming-latency")
+    beside = {**latency, "parameters": {**latency["parameters"],
+                                        "measured_beside": "the release's vLLM builds"}}
+    assert gate_summary.run_sizes(beside).endswith("measured beside the release's vLLM builds")
+
+
 def test_summary_first_and_no_sideways_scroll_at_1280(recorded: dict[str, Any],
                                                      tmp_path: Path) -> None:
     m = measure(render_gate_html(recorded), tmp_path)

@@ -258,9 +258,18 @@ def main(argv: Sequence[str]) -> int:
         default=None,
         help="output folder (default artifacts/bench-vllm/vllm-VERSION)",
     )
+    p.add_argument(
+        "--beside",
+        default=None,
+        metavar="WHAT",
+        help="what else ran on the machine during this run (recorded in the results' "
+        "parameters as measured_beside: the release passes its background vLLM builds)",
+    )
     args = p.parse_args(list(argv))
     plan = QUICK if args.quick else FULL
     context: dict[str, Any] = {"quick": bool(args.quick), "load_average_start": load_average()}
+    if args.beside:
+        context["measured_beside"] = args.beside
     try:
         if args.target:
             out = (args.out or Path("artifacts/bench-vllm/target")).resolve()

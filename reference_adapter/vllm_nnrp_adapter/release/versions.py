@@ -1,0 +1,205 @@
+"""A release run's work on each vLLM version, and the order it is done in.
+
+Per version (:func:`run_versions`): its environment, the tiny model, the adapter on the
+explicit path (with the embeddings engine where the line offers Level 3), the full
+conformance suite against it, the latency benchmarks and the e2e smoke on that same adapter,
+then the suite again inside ``vllm serve`` with vLLM's own HTTP API as its twin. Versions run
+in the order their environments become ready. The next version's adapter starts beside the
+twin of the one before (:class:`Ahead`): neither measures anything, and each start-up is
+mostly one process importing torch and vLLM, so the two cores share it; an adapter stops in
+the background while the next step runs (vLLM's shutdown takes seconds). What measures (the
+latency benchmarks, parity) never runs beside another version's work; parity
+(:func:`run_parity`) starts servers of its own, after every build.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE
+
+from ..adapter_process import AdapterProcess
+from ..benchmark.parity.facts import HTTP, NNRP, NNRP_IPC, NNRP_ONE
+from ..conformance import manifest_for_vllm, run_suite
+from ..embedded import tiny_model, vllm_python
+from ..settings import default_manifest_path
+from ..twin import TWIN_DIR, run_twin
+from ..vllm_backend.families import limitations
+from .builds import BackgroundBuild
+from .steps import Step, console
+
+#: what the latency benchmarks of a version whose run starts before the last environment is
+#: built were measured beside (their results' ``measured_beside``)
+BESIDE_BUILDS = "the release run's background vLLM environment builds (nice 10)"
+
+#: the parity columns of ``--quick`` (the gate's ``nnrp``, its ipc twin and one shared
+#: session beside HTTP); the full run measures every column, the suite's recording clients too
+QUICK_PARITY_PATHS = (HTTP, NNRP, NNRP_IPC, NNRP_ONE)
+
+
+def bench(python: str, name: str, args: Sequence[str]) -> int:
+    """A benchmark in the interpreter that has what it needs (vLLM ones: the vLLM venv)."""
+    return subprocess.call([python, "-m", "vllm_nnrp_adapter.cli", "bench", name, *args])
+
+
+def suite_adapter_log(vdir: Path) -> Path:
+    """The log of the adapter the suite and the latency benchmarks ran against; the parity
+    benchmark's own adapter logs elsewhere (``benchmark.parity.parity.log_paths``)."""
+    return vdir / ADAPTER_LOG
+
+
+@dataclass
+class Prepared:
+    """A version whose adapter is up: what its later steps need."""
+
+    version: str
+    python: str
+    model: Path
+    adapter: AdapterProcess
+    embeddings: bool
+
+    @property
+    def vdir(self) -> Path:
+        assert self.adapter.log_path is not None
+        return self.adapter.log_path.parent
+
+
+def prepare(version: str, out: Path, step: Step, *, beside: str | None = None) -> Prepared | None:
+    """The version's environment, tiny model and adapter (None when one failed: the step
+    says why). ``beside``: run without a spinner, beside the step named."""
+    vdir = out / f"vllm-{version}"
+    (vdir / "bench").mkdir(parents=True, exist_ok=True)
+    spinner = beside is None
+    python = step(f"vLLM {version} environment", lambda: vllm_python(version),
+                  spinner=spinner, beside=beside)
+    if not isinstance(python, str):
+        return None
+    model = step(f"tiny model for vLLM {version}", lambda: tiny_model(python),
+                 spinner=spinner, beside=beside)
+    if not isinstance(model, Path):
+        return None
+    # the embeddings engine where the line can offer Level 3 (docs/levels.md#reference-adapter)
+    embeddings = not limitations(version)
+    adapter = AdapterProcess(python, model, log_path=suite_adapter_log(vdir),
+                             embeddings=embeddings)
+    started = step(f"start the adapter on vLLM {version}", lambda: adapter.start() and None,
+                   spinner=spinner, beside=beside)
+    if isinstance(started, Exception):
+        return None
+    return Prepared(version, python, model, adapter, embeddings)
+
+
+def judge(ready: Prepared, *, quick: bool, step: Step) -> threading.Thread:
+    """The suite, the latency benchmarks and the smoke against the version's adapter, which
+    then stops in the background (vLLM's shutdown takes seconds and measures nothing):
+    returns the thread stopping it."""
+    version, vdir, adapter = ready.version, ready.vdir, ready.adapter
+    try:
+        # the claims the adapter keeps on this vLLM line; where they are fewer than the
+        # adapter's, the gate reads them from the version's own manifest.json
+        manifest = manifest_for_vllm(version, embeddings=ready.embeddings)
+        if manifest != default_manifest_path():
+            shutil.copyfile(manifest, vdir / MANIFEST_FILE)
+        step(f"conformance suite against vLLM {version}",
+             lambda: run_suite(adapter.address, manifest, vdir, ["-q"]))
+        for name in ("case-results.json", "execution-plan.json"):
+            if not (vdir / name).is_file():
+                console.print(f"  [red]missing {vdir / name}[/red]")
+        args = ["--target", adapter.address, "--out", str(vdir),
+                *(["--quick"] if quick else []),
+                *(["--beside", BESIDE_BUILDS] if step.beside_build() else [])]
+        step(f"streaming/cancellation latency and e2e smoke on vLLM {version}",
+             lambda: bench(ready.python, "vllm", args))
+        facts = {
+            "vllm_version": adapter.info.get("vllm_version"),
+            "startup_s": round(adapter.started_in_s or 0, 1),
+            "rss_bytes": adapter.rss_bytes(),
+        }
+        (vdir / "adapter.json").write_text(json.dumps(facts, indent=2), encoding="utf-8")
+    finally:
+        stopping = threading.Thread(target=adapter.stop, name=f"stop-adapter-{version}")
+        stopping.start()
+    return stopping
+
+
+class Ahead:
+    """:func:`prepare` of the next version in a thread of its own, beside the current
+    version's twin; :meth:`result` waits for it (and raises what it raised)."""
+
+    def __init__(self, fn: Callable[[], Prepared | None]) -> None:
+        self._result: Prepared | None = None
+        self._error: BaseException | None = None
+
+        def work() -> None:
+            try:
+                self._result = fn()
+            except BaseException as exc:  # re-raised by result(), in the caller's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, name="release-next-version", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Prepared | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def run_versions(versions: Sequence[str], out: Path, *, quick: bool, step: Step,
+                 building: BackgroundBuild | None) -> None:
+    """Every version's steps, in the order their environments become ready, the next
+    version's adapter starting beside the current one's twin when its environment is ready."""
+    pending = list(versions)
+    ahead: Ahead | None = None
+    stopping: list[threading.Thread] = []
+    try:
+        while pending or ahead is not None:
+            if ahead is not None:
+                ready, ahead = ahead.result(), None
+            else:
+                version = (pending[0] if building is None or not building.running
+                           else step("waiting for the next vLLM environment to be built",
+                                     functools.partial(building.next_ready, pending)))
+                pending.remove(version)
+                ready = prepare(version, out, step)
+            if ready is None:
+                continue
+            stopping.append(judge(ready, quick=quick, step=step))
+            following = (building.ready_now(pending) if building
+                         else (pending[0] if pending else None))
+            twin_title = f"HTTP twin on vLLM {ready.version}"
+            if following is not None:
+                pending.remove(following)
+                ahead = Ahead(functools.partial(prepare, following, out, step,
+                                                beside=twin_title))
+            # vLLM's own HTTP API on the same engine, every request compared (twin.py)
+            step(twin_title, functools.partial(run_twin, ready.python, ready.model,
+                                               ready.version, ready.vdir / TWIN_DIR))
+    finally:
+        if ahead is not None:  # an error ended the loop: what started ahead stops
+            left = ahead.result()
+            if left is not None:
+                left.adapter.stop()
+        for thread in stopping:
+            thread.join()
+
+
+def run_parity(version: str, out: Path, *, quick: bool, step: Step) -> None:
+    """The HTTP/SSE parity benchmark of ``version`` (its own two servers); never beside a
+    build."""
+    vdir = out / f"vllm-{version}"
+    if not vdir.is_dir():
+        return  # the version's environment or adapter failed: already reported
+    step(f"HTTP/SSE parity on vLLM {version}",
+         lambda: bench(vllm_python(version, build=False), "parity",
+                       ["--vllm-version", version, "--out", str(vdir),
+                        *(["--quick", "--paths", ",".join(QUICK_PARITY_PATHS)]
+                          if quick else [])]))
