@@ -115,6 +115,9 @@ def run_sizes(bench: dict[str, Any]) -> str:
     if params.get("quick") is True:
         parts.append("quick run")
     parts.append(f"{bench['runs']} run(s)")
+    if isinstance(params.get("measured_beside"), str):
+        # what else loaded the machine meanwhile (``bench vllm --beside``): read the figures so
+        parts.append(f"measured beside {params['measured_beside']}")
     return " · ".join(parts)
 
 
