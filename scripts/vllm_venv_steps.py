@@ -218,14 +218,10 @@ def link_identical(venv: Path, others: list[Path], *, min_bytes: int = 1 << 16) 
     return saved
 
 
-def side_by_side(groups: list[list[str]], build: Callable[[str], object], *,
-                 first_alone: bool = False) -> dict[str, object]:
+def side_by_side(groups: list[list[str]], build: Callable[[str], object]) -> dict[str, object]:
     """``build`` every version, one thread per group (the versions of a group, which share a
-    torch build, one after the other); returns version -> result or the exception raised.
-    ``first_alone``: the first group's first version is built alone (all the network and
-    both cores), the other groups start once it is done."""
+    torch build, one after the other); returns version -> result or the exception raised."""
     results: dict[str, object] = {}
-    first_done = threading.Event()
 
     def worker(group: list[str]) -> None:
         for version in group:
@@ -233,13 +229,10 @@ def side_by_side(groups: list[list[str]], build: Callable[[str], object], *,
                 results[version] = build(version)
             except Exception as exc:  # reported per version by the caller
                 results[version] = exc
-            first_done.set()
 
     threads = [threading.Thread(target=worker, args=(g,), name=f"vllm-venv {g[0]}")
                for g in groups]
-    for i, t in enumerate(threads):
-        if first_alone and i == 1:
-            first_done.wait()
+    for t in threads:
         t.start()
     for t in threads:
         t.join()
