@@ -13,6 +13,7 @@ folder per vLLM version) run it; docs/twin.md lists what it found on each tested
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from .conformance import manifest_for_vllm, run_suite
 from .embedded import REPO_ROOT, ConformanceSetupError, tiny_model, vllm_python, vllm_version_of
 
 __all__ = ["TWIN_DIR", "TWIN_FLAG", "TWIN_PROBES", "TWIN_SUMMARY", "http_url", "main",
-           "probe_recipes", "run_twin", "summarize"]
+           "probe_recipes", "run_twin", "summarize", "twin_server"]
 
 #: ``vllm-nnrp conformance --http-twin`` runs :func:`main` instead of the explicit path's run
 TWIN_FLAG = "--http-twin"
@@ -81,16 +82,28 @@ def summarize(results: dict[str, Any], **facts: Any) -> dict[str, Any]:
             "results": cases}
 
 
-def run_twin(python: str, model_dir: Path, version: str, out_dir: Path,
-             extra: Sequence[str] = (), *, manifest: Path | None = None) -> int:
-    """``vllm serve`` with the plugin on ``python``'s vLLM, then the suite against its NNRP
-    endpoint with its HTTP API as the twin (with ``manifest``, else the claims the adapter keeps
-    on ``version``; ``extra``: more suite options, by default :func:`probe_recipes`); writes the
-    suite's files and :data:`TWIN_SUMMARY` to ``out_dir``. The suite's exit status (0: no case failed; twin differences do not fail
-    a case: they are non-strict)."""
+def twin_server(python: str, model_dir: Path, out_dir: Path) -> AdapterProcess:
+    """``vllm serve`` with the plugin on ``python``'s vLLM, not yet started (its log in
+    ``out_dir``): the twin's server, started by :func:`run_twin` or ahead of it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    with AdapterProcess(python, model_dir, log_path=out_dir / "vllm-serve.log",
-                        startup_path="vllm-plugin") as adapter:
+    return AdapterProcess(python, model_dir, log_path=out_dir / "vllm-serve.log",
+                          startup_path="vllm-plugin")
+
+
+def run_twin(python: str, model_dir: Path, version: str, out_dir: Path,
+             extra: Sequence[str] = (), *, manifest: Path | None = None,
+             server: AdapterProcess | None = None) -> int:
+    """``vllm serve`` with the plugin on ``python``'s vLLM (``server``: one already started by
+    :func:`twin_server`, which this stops), then the suite against its NNRP endpoint with its
+    HTTP API as the twin (with ``manifest``, else the claims the adapter keeps on ``version``;
+    ``extra``: more suite options, by default :func:`probe_recipes`); writes the suite's files
+    and :data:`TWIN_SUMMARY` to ``out_dir``. The suite's exit status (0: no case failed; twin
+    differences do not fail a case: they are non-strict)."""
+    adapter = server or twin_server(python, model_dir, out_dir)
+    with contextlib.ExitStack() as stack:
+        stack.callback(adapter.stop)
+        if server is None:
+            adapter.start()
         url = http_url(adapter)
         print(f"==> vllm serve with the NNRP plugin: NNRP {adapter.address}, HTTP {url} "
               f"(vLLM {adapter.info.get('vllm_version')}, up in {adapter.started_in_s:.1f} s)",

@@ -5,9 +5,10 @@ explicit path (with the embeddings engine where the line offers Level 3), the fu
 conformance suite against it, the latency benchmarks and the e2e smoke on that same adapter,
 then the suite again inside ``vllm serve`` with vLLM's own HTTP API as its twin. Versions run
 in the order their environments become ready. The next version's adapter starts beside the
-twin of the one before (:class:`Ahead`): neither measures anything, and each start-up is
-mostly one process importing torch and vLLM, so the two cores share it; an adapter stops in
-the background while the next step runs (vLLM's shutdown takes seconds). What measures (the
+twin's ``vllm serve`` of the one before (:class:`Ahead`): start-ups only, each mostly one
+process importing torch and vLLM, so the two cores share them; the twin's suite then runs
+with nothing starting beside it. An adapter stops in the background while the next step runs
+(vLLM's shutdown takes seconds). What measures (the
 latency benchmarks, parity) never runs beside another version's work; parity
 (:func:`run_parity`) starts servers of its own, after every build.
 """
@@ -30,7 +31,7 @@ from ..benchmark.parity.facts import HTTP, NNRP, NNRP_IPC, NNRP_ONE
 from ..conformance import manifest_for_vllm, run_suite
 from ..embedded import tiny_model, vllm_python
 from ..settings import default_manifest_path
-from ..twin import TWIN_DIR, run_twin
+from ..twin import TWIN_DIR, run_twin, twin_server
 from ..vllm_backend.families import limitations
 from .builds import BackgroundBuild
 from .steps import Step, console
@@ -146,8 +147,16 @@ class Ahead:
         self._thread = threading.Thread(target=work, name="release-next-version", daemon=True)
         self._thread.start()
 
-    def result(self) -> Prepared | None:
+    def wait(self) -> None:
         self._thread.join()
+
+    @property
+    def value(self) -> Prepared | None:
+        """What it prepared, once done (None: it failed, or has not ended)."""
+        return self._result
+
+    def result(self) -> Prepared | None:
+        self.wait()
         if self._error is not None:
             raise self._error
         return self._result
@@ -155,8 +164,10 @@ class Ahead:
 
 def run_versions(versions: Sequence[str], out: Path, *, quick: bool, step: Step,
                  building: BackgroundBuild | None) -> None:
-    """Every version's steps, in the order their environments become ready, the next
-    version's adapter starting beside the current one's twin when its environment is ready."""
+    """Every version's steps, in the order their environments become ready; the twin's
+    server of one version and the next version's adapter start side by side (start-ups only:
+    a suite never runs beside a start-up, whose load once made vLLM 0.18.1 drop a tool call's
+    streamed arguments in the twin, measured cold)."""
     pending = list(versions)
     ahead: Ahead | None = None
     stopping: list[threading.Thread] = []
@@ -173,19 +184,28 @@ def run_versions(versions: Sequence[str], out: Path, *, quick: bool, step: Step,
             if ready is None:
                 continue
             stopping.append(judge(ready, quick=quick, step=step))
+            server = twin_server(ready.python, ready.model, ready.vdir / TWIN_DIR)
+            server_title = f"start vllm serve for the HTTP twin on vLLM {ready.version}"
             following = (building.ready_now(pending) if building
                          else (pending[0] if pending else None))
-            twin_title = f"HTTP twin on vLLM {ready.version}"
             if following is not None:
                 pending.remove(following)
                 ahead = Ahead(functools.partial(prepare, following, out, step,
-                                                beside=twin_title))
+                                                beside=server_title))
+            started = step(server_title, server.start)
+            if ahead is not None:
+                ahead.wait()  # the twin's suite runs with nothing starting beside it
+            if isinstance(started, Exception):
+                server.stop()
+                continue
             # vLLM's own HTTP API on the same engine, every request compared (twin.py)
-            step(twin_title, functools.partial(run_twin, ready.python, ready.model,
-                                               ready.version, ready.vdir / TWIN_DIR))
+            step(f"HTTP twin on vLLM {ready.version}",
+                 functools.partial(run_twin, ready.python, ready.model, ready.version,
+                                   ready.vdir / TWIN_DIR, server=server))
     finally:
         if ahead is not None:  # an error ended the loop: what started ahead stops
-            left = ahead.result()
+            ahead.wait()
+            left = ahead.value
             if left is not None:
                 left.adapter.stop()
         for thread in stopping:
