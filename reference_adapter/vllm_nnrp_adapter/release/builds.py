@@ -66,27 +66,27 @@ class BackgroundBuild:
     def running(self) -> bool:
         return self.ended is None
 
+    def _pick(self, pending: Sequence[str]) -> str | None:
+        """The first of ``pending`` announced ready; once the builder has ended, the first of
+        ``pending`` (its environment step then says why it has none); else None. The caller
+        holds the lock."""
+        ready = [v for v in self._ready if v in pending]
+        if ready:
+            return ready[0]
+        return pending[0] if pending and self.ended is not None else None
+
     def next_ready(self, pending: Sequence[str]) -> str:
-        """The first of ``pending`` whose environment is ready, waiting for one; once the
-        builder has ended, the first of ``pending`` (its environment step then says why it
-        has none)."""
+        """:meth:`ready_now`, waiting until it names a version."""
         with self._changed:
-            while True:
-                ready = [v for v in self._ready if v in pending]
-                if ready:
-                    return ready[0]
-                if self.ended is not None:
-                    return pending[0]
-                self._changed.wait()
+            version = self._changed.wait_for(lambda: self._pick(pending))
+            assert version is not None  # without a timeout, wait_for returns a version
+            return version
 
     def ready_now(self, pending: Sequence[str]) -> str | None:
         """The first of ``pending`` whose environment is ready now, without waiting (once the
         builder has ended, the first of ``pending``); None when none is yet."""
         with self._changed:
-            ready = [v for v in self._ready if v in pending]
-            if ready:
-                return ready[0]
-            return pending[0] if pending and self.ended is not None else None
+            return self._pick(pending)
 
     def wait(self) -> int:
         """The builder's exit status, once every environment is built."""

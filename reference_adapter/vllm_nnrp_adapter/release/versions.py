@@ -5,7 +5,7 @@ explicit path (with the embeddings engine where the line offers Level 3), the fu
 conformance suite against it, the latency benchmarks and the e2e smoke on that same adapter,
 then the suite again inside ``vllm serve`` with vLLM's own HTTP API as its twin. Versions run
 in the order their environments become ready. The next version's adapter starts beside the
-twin's ``vllm serve`` of the one before (:class:`Ahead`): start-ups only, each mostly one
+twin's ``vllm serve`` of the one before: start-ups only, each mostly one
 process importing torch and vLLM, so the two cores share them; the twin's suite then runs
 with nothing starting beside it. An adapter stops in the background while the next step runs
 (vLLM's shutdown takes seconds). What measures (the
@@ -19,8 +19,8 @@ import functools
 import json
 import shutil
 import subprocess
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,11 +65,8 @@ class Prepared:
     model: Path
     adapter: AdapterProcess
     embeddings: bool
-
-    @property
-    def vdir(self) -> Path:
-        assert self.adapter.log_path is not None
-        return self.adapter.log_path.parent
+    #: the version's evidence folder, ``vllm-VERSION/``
+    vdir: Path
 
 
 def prepare(version: str, out: Path, step: Step, *, beside: str | None = None) -> Prepared | None:
@@ -94,13 +91,12 @@ def prepare(version: str, out: Path, step: Step, *, beside: str | None = None) -
                    spinner=spinner, beside=beside)
     if isinstance(started, Exception):
         return None
-    return Prepared(version, python, model, adapter, embeddings)
+    return Prepared(version, python, model, adapter, embeddings, vdir)
 
 
-def judge(ready: Prepared, *, quick: bool, step: Step) -> threading.Thread:
+def judge(ready: Prepared, *, quick: bool, step: Step, background: Executor) -> None:
     """The suite, the latency benchmarks and the smoke against the version's adapter, which
-    then stops in the background (vLLM's shutdown takes seconds and measures nothing):
-    returns the thread stopping it."""
+    then stops on ``background`` (vLLM's shutdown takes seconds and measures nothing)."""
     version, vdir, adapter = ready.version, ready.vdir, ready.adapter
     try:
         # the claims the adapter keeps on this vLLM line; where they are fewer than the
@@ -125,41 +121,7 @@ def judge(ready: Prepared, *, quick: bool, step: Step) -> threading.Thread:
         }
         (vdir / "adapter.json").write_text(json.dumps(facts, indent=2), encoding="utf-8")
     finally:
-        stopping = threading.Thread(target=adapter.stop, name=f"stop-adapter-{version}")
-        stopping.start()
-    return stopping
-
-
-class Ahead:
-    """:func:`prepare` of the next version in a thread of its own, beside the current
-    version's twin; :meth:`result` waits for it (and raises what it raised)."""
-
-    def __init__(self, fn: Callable[[], Prepared | None]) -> None:
-        self._result: Prepared | None = None
-        self._error: BaseException | None = None
-
-        def work() -> None:
-            try:
-                self._result = fn()
-            except BaseException as exc:  # re-raised by result(), in the caller's thread
-                self._error = exc
-
-        self._thread = threading.Thread(target=work, name="release-next-version", daemon=True)
-        self._thread.start()
-
-    def wait(self) -> None:
-        self._thread.join()
-
-    @property
-    def value(self) -> Prepared | None:
-        """What it prepared, once done (None: it failed, or has not ended)."""
-        return self._result
-
-    def result(self) -> Prepared | None:
-        self.wait()
-        if self._error is not None:
-            raise self._error
-        return self._result
+        background.submit(adapter.stop)
 
 
 def run_versions(versions: Sequence[str], out: Path, *, quick: bool, step: Step,
@@ -167,49 +129,49 @@ def run_versions(versions: Sequence[str], out: Path, *, quick: bool, step: Step,
     """Every version's steps, in the order their environments become ready; the twin's
     server of one version and the next version's adapter start side by side (start-ups only:
     a suite never runs beside a start-up, whose load once made vLLM 0.18.1 drop a tool call's
-    streamed arguments in the twin, measured cold)."""
+    streamed arguments in the twin, measured cold). Adapters stop in the background; all have
+    stopped when this returns."""
     pending = list(versions)
-    ahead: Ahead | None = None
-    stopping: list[threading.Thread] = []
-    try:
-        while pending or ahead is not None:
-            if ahead is not None:
-                ready, ahead = ahead.result(), None
-            else:
-                version = (pending[0] if building is None or not building.running
-                           else step("waiting for the next vLLM environment to be built",
-                                     functools.partial(building.next_ready, pending)))
-                pending.remove(version)
-                ready = prepare(version, out, step)
-            if ready is None:
-                continue
-            stopping.append(judge(ready, quick=quick, step=step))
-            server = twin_server(ready.python, ready.model, ready.vdir / TWIN_DIR)
-            server_title = f"start vllm serve for the HTTP twin on vLLM {ready.version}"
-            following = (building.ready_now(pending) if building
-                         else (pending[0] if pending else None))
-            if following is not None:
-                pending.remove(following)
-                ahead = Ahead(functools.partial(prepare, following, out, step,
-                                                beside=server_title))
-            started = step(server_title, server.start)
-            if ahead is not None:
-                ahead.wait()  # the twin's suite runs with nothing starting beside it
-            if isinstance(started, Exception):
-                server.stop()
-                continue
-            # vLLM's own HTTP API on the same engine, every request compared (twin.py)
-            step(f"HTTP twin on vLLM {ready.version}",
-                 functools.partial(run_twin, ready.python, ready.model, ready.version,
-                                   ready.vdir / TWIN_DIR, server=server))
-    finally:
-        if ahead is not None:  # an error ended the loop: what started ahead stops
-            ahead.wait()
-            left = ahead.value
-            if left is not None:
-                left.adapter.stop()
-        for thread in stopping:
-            thread.join()
+    # the next version's prepare() runs ahead here, beside the current version's twin start
+    ahead: Future[Prepared | None] | None = None
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="release") as background:
+        try:
+            while pending or ahead is not None:
+                if ahead is not None:
+                    ready, ahead = ahead.result(), None
+                else:
+                    version = (pending[0] if building is None or not building.running
+                               else step("waiting for the next vLLM environment to be built",
+                                         functools.partial(building.next_ready, pending)))
+                    pending.remove(version)
+                    ready = prepare(version, out, step)
+                if ready is None:
+                    continue
+                judge(ready, quick=quick, step=step, background=background)
+                server = twin_server(ready.python, ready.model, ready.vdir / TWIN_DIR)
+                server_title = f"start vllm serve for the HTTP twin on vLLM {ready.version}"
+                following = (building.ready_now(pending) if building
+                             else (pending[0] if pending else None))
+                if following is not None:
+                    pending.remove(following)
+                    ahead = background.submit(prepare, following, out, step,
+                                              beside=server_title)
+                started = step(server_title, server.start)
+                if ahead is not None:
+                    wait([ahead])  # the twin's suite runs with nothing starting beside it
+                if isinstance(started, Exception):
+                    server.stop()
+                    continue
+                # vLLM's own HTTP API on the same engine, every request compared (twin.py)
+                step(f"HTTP twin on vLLM {ready.version}",
+                     functools.partial(run_twin, ready.python, ready.model, ready.version,
+                                       ready.vdir / TWIN_DIR, server=server))
+        finally:
+            # an error ended the loop: what started ahead stops too
+            if ahead is not None and ahead.exception() is None:
+                left = ahead.result()
+                if left is not None:
+                    left.adapter.stop()
 
 
 def run_parity(version: str, out: Path, *, quick: bool, step: Step) -> None:
