@@ -38,7 +38,8 @@ from .steps import Step, console
 
 #: what the latency benchmarks of a version whose run starts before the last environment is
 #: built were measured beside (their results' ``measured_beside``)
-BESIDE_BUILDS = "the release run's background vLLM environment builds (nice 10)"
+BESIDE_BUILDS = ("the release run's background vLLM environment builds "
+                 f"(nice {BackgroundBuild.NICENESS})")
 
 #: the parity columns of ``--quick`` (the gate's ``nnrp``, its ipc twin and one shared
 #: session beside HTTP); the full run measures every column, the suite's recording clients too
