@@ -115,7 +115,9 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[case_results.Case
         members.append(Member(
             _name(case), case.expected_terminal, result.terminal, events, terminal,
             result.diagnostics.get("cancelled_after_event") is not None,
-            list(result.verdict.findings), span_ns=result.span_ns))
+            list(result.verdict.findings), span_ns=result.span_ns,
+            status_code=result.diagnostics.get("status_code"),
+            drop_reason=result.diagnostics.get("drop_reason")))
     return members
 
 

@@ -76,8 +76,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "sequences on one session; docs/generation.md)", metavar="N")
     add("--nnrp-seed", "nnrp_seed", "the seed of the generated requests (default: a random one, "
         "printed; the same seed draws the same requests)", metavar="S")
-    add("--nnrp-generate-save", "nnrp_generate_save", "save each shrunk generated failure as "
-        "a recipe file in DIR (default: generated-recipes/ beside the case results)",
+    add("--nnrp-generate-save", "nnrp_generate_save", "save each shrunk failed or non-strict "
+        "generated case as a recipe file in DIR (default: generated-recipes/ beside the case "
+        "results)",
         metavar="DIR")
     add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
         "into DIR/CASE_ID.ndjson", metavar="DIR")

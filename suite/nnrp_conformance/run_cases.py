@@ -8,9 +8,13 @@ portal, the options and the plan):
   (a cancel it never answered, a stream it never ended) or the session dropped. That case is
   the one that reports it (``diagnostics.left_open`` / ``session_dropped``); the next case
   never starts beside its leftovers, so an endpoint with a limit of operations per session
-  fails the leaking case and nothing else. A later case the endpoint refuses (a profile
-  error before any output) while operations left open earlier were never ended says so
-  (``diagnostics.left_open_earlier``): the refusal may follow from them.
+  fails the leaking case and nothing else. **Blame follows the session**: a case the
+  endpoint refuses (an error before any output that names a limit, an overload or
+  scheduling, ``checks/refusals.py``) on a session that holds operations other cases left
+  open names those cases (``diagnostics.left_open_earlier``): the refusal may follow from
+  them. Only the operations left on that very session count (a batch's own, under
+  ``--concurrency``); a case on a fresh session never carries the note, and an error that
+  is not a refusal (a context-length error) never does.
 * **liveness**: the operations in a row that got no frame at all (after
   ``unresponsive_after`` of them the remaining cases fail at once, ``endpoint.unresponsive``).
 * **the idle limit each case gets** (docs/verdicts.md#bounds): the full one until a case was
@@ -38,6 +42,7 @@ import time
 from typing import Any
 
 from nnrp_conformance import case_results, concurrency, contract, runner
+from nnrp_conformance.checks.refusals import refusal_named
 from nnrp_conformance.options import RunOptions
 
 __all__ = ["PACE_FACTOR", "SHORT_IDLE_FLOOR_S", "CaseSessions"]
@@ -67,7 +72,8 @@ class CaseSessions:
         self._refusals_shown_ns = 0
         # why the next case needs a fresh session (None: the current one is clean)
         self._fresh_needed: str | None = None
-        # cases whose operations the endpoint never ended, in run order
+        # cases whose operations the endpoint never ended on the current session, in run
+        # order (emptied when a fresh session opens: blame follows the session)
         self._left_open: list[str] = []
         # the case an idle limit first ended (the limit is shortened from then on), and the
         # slowest pace (seconds) the endpoint showed on an operation it ended
@@ -113,6 +119,7 @@ class CaseSessions:
         self._note_frames(before, case.id)
         self._note_refusals(result)
         self._after(result, results)
+        self._blame([result])
         return result
 
     def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
@@ -132,6 +139,7 @@ class CaseSessions:
             self._note_refusals(results[-1])
         for result in results:
             self._after(result, [result])
+        self._blame(results)  # the batch's operations shared one session, in any order
         # a refused case is run again alone, after the batch (on a fresh session when the batch
         # left operations open): which cases are refused is a race (concurrency.judged_alone);
         # a case whose operation the session never ended runs again alone on a fresh session:
@@ -167,6 +175,7 @@ class CaseSessions:
         if why is None:
             return None
         self._fresh_needed = None
+        self._left_open = []  # what the old session holds is no later case's cause
         old, self._client = self._client, None
         if old is not None:
             # bounded (NnrpClient.aclose); the endpoint sees the session close and may end
@@ -196,12 +205,6 @@ class CaseSessions:
                 "detail": "the endpoint never ended these operations on the session: the next "
                           "case runs on a fresh session (reported once, here)"}
             self._fresh_needed = f"{result.id} left {len(left)} operation(s) open"
-        if self._left_open and _refusal_shaped(result):
-            diag["left_open_earlier"] = {
-                "cases": list(self._left_open),
-                "detail": "the endpoint refused this operation (an error before any output) "
-                          "after earlier cases left operations it never ended: the refusal "
-                          "may follow from them"}
         if left:
             self._left_open.append(result.id)
         for r in operations:
@@ -214,6 +217,19 @@ class CaseSessions:
             diag["idle_limit_shortened"] = {
                 "after": self._idle_ended_by,
                 "slowest_pace_ms": round(self._slowest_pace_s * 1000, 3)}
+
+    def _blame(self, results: list[Any]) -> None:
+        """A refusal among ``results`` names the other cases that left operations open on
+        the session it was refused on (module doc)."""
+        for result in results:
+            others = [c for c in self._left_open if c != result.id]
+            if others and _refused(result):
+                result.diagnostics["left_open_earlier"] = {
+                    "cases": others,
+                    "detail": "the endpoint refused this operation (an error before any "
+                              "output that names a limit, an overload or scheduling) on a "
+                              "session that holds operations these cases left open and it "
+                              "never ended: the refusal may follow from them"}
 
     def idle_limit(self) -> float:
         """The idle limit the next case gets (module doc)."""
@@ -256,9 +272,13 @@ class CaseSessions:
                 f"{self._last_seen or 'none since the session opened'}")
 
 
-def _refusal_shaped(result: Any) -> bool:
-    """An error terminal before any output, for a request that did not call for an error
-    (the shape of the profile's overload row)."""
+def _refused(result: Any) -> bool:
+    """An error before any output that says it is a refusal (``checks/refusals.py``),
+    whatever its request asked for."""
     diag = result.diagnostics
-    return result.terminal == contract.TERMINAL_ERROR and not diag.get("event_count") \
-        and diag.get("expected_terminal") != contract.TERMINAL_ERROR
+    if result.terminal != contract.TERMINAL_ERROR or diag.get("event_count"):
+        return False
+    last = result.events[-1] if result.events else None
+    return refusal_named(last if isinstance(last, dict) and last.get("type") in
+                         contract.TERMINAL_EVENT_TYPES else None,
+                         status_code=diag.get("status_code"), drop_reason=diag.get("drop_reason"))

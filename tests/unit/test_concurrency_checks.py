@@ -150,15 +150,29 @@ def test_an_overload_refusal_is_allowed_and_ends_no_neighbour() -> None:
     assert rules_of(other) == ["terminal.kind"]
 
 
-def test_a_refusal_is_read_by_the_profiles_overload_row_not_by_a_code_list() -> None:
-    # §10: a profile error body before any output, while another operation is in flight;
-    # any code: the upstream adapter's, an endpoint's own, OpenAI's
+def test_a_refusal_is_what_the_endpoint_says_it_is_not_a_code_list() -> None:
+    # §10 names no code: an error before any output, beside another operation in flight,
+    # whose code, type, message or diagnostics name a limit, an overload or scheduling
     for code, typ in (("overloaded", "rate_limit_error"), ("backend_overload", "server_error"),
                       ("session_capacity_exceeded", "server_error"),
-                      ("adapter_operation_limit", "invalid_request_error")):
+                      ("adapter_operation_limit", "invalid_request_error"),
+                      ("scheduler_rejected", "server_error"), ("x", "rate_limit_error")):
         assert refused(error("u", code, typ, expected="success")), code
-    # not a refusal: output came first; nobody else in flight; the request called for an
-    # error; no profile error body
+    upstream = error("w", "adapter_operation_limit", "server_error", expected="success")
+    upstream.terminal_event["error"]["message"] = "Adapter session operation limit 4 is active."
+    assert refused(upstream)
+    by_message = error("m", "e1", "server_error", expected="success")
+    by_message.terminal_event["error"]["message"] = "this session already holds 2 operations " \
+                                                    "(limit 2)"
+    assert refused(by_message)
+    by_diagnostics = error("d", "e2", "server_error", expected="success")
+    by_diagnostics.terminal_event["diagnostics"] = {"source_role": "SCHEDULER"}
+    assert refused(by_diagnostics)
+    # NNRP's own busy status: a BACKPRESSURE drop (no profile body), a 429 push
+    assert refused(Member("b", "success", "error", [], None, drop_reason=4))
+    assert refused(Member("s", "success", "error", [], None, status_code=429))
+    # not a refusal: output came first; nobody else in flight; no word of one (a backend
+    # failure, an input error); no profile body and no busy status
     late = error("l", "overloaded", "rate_limit_error", expected="success")
     late.events = [delta("a")]
     assert not refused(late)
@@ -167,8 +181,57 @@ def test_a_refusal_is_read_by_the_profiles_overload_row_not_by_a_code_list() -> 
     done_before = stream("d", "x")
     done_before.span_ns = (0, 5)
     assert not refused(alone, done_before)
-    assert not refused(error("b"))
+    assert not refused(error("b", expected="success"))
+    assert not refused(error("i", "missing_messages", "invalid_request_error"))
     assert not refused(Member("n", "success", "error", [], None))
+    # a limit of the request's content is an input error, not an admission limit
+    param = error("p", "invalid_request", "invalid_request_error", expected="success")
+    param.terminal_event["error"]["message"] = "'max_tokens' 9000 is over the limit of 4096"
+    assert not refused(param)
+
+
+#: vLLM's own context-length errors (0.18 to 0.22, and an older wording), as an adapter
+#: passes them on: its own code, or one that says overload (the words of the message decide)
+CONTEXT_ERRORS = (
+    "This model's maximum context length is 512 tokens. However, your request has 600 input "
+    "tokens. Please reduce the length of the input messages.",
+    "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context "
+    "length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778).",
+    "Input prompt (3000 tokens) is too long and exceeds limit of 2048",
+    "Prompt length of 3000 is longer than the maximum model length of 2048.",
+)
+
+
+@pytest.mark.parametrize("message", CONTEXT_ERRORS)
+@pytest.mark.parametrize("code", ["invalid_backend_request", "context_length_exceeded",
+                                  "backend_overload"])
+def test_a_context_length_error_is_never_a_refusal(message: str, code: str) -> None:
+    # the request's own size: an invalid request for that request, judged as what it is,
+    # even beside other operations and under a code or diagnostics that say overload
+    long = error("long", code, "invalid_request_error", expected="success",
+                 findings=[Finding("terminal.kind", "expected success",
+                                   level=rules.LEVEL_FAILED)])
+    long.terminal_event["error"]["message"] = message
+    long.terminal_event["diagnostics"] = {"vllm_error_type": "BadRequestError",
+                                          "vllm_status_code": 400}
+    assert not refused(long)
+    judge_group([long, stream("busy", "a")])
+    assert "concurrency.refused" not in rules_of(long)
+    assert "terminal.kind" in rules_of(long)
+
+
+def test_an_invalid_body_refused_before_validation_is_a_refusal() -> None:
+    # upstream's adapter counts its operations before it reads the body: the fifth, an
+    # invalid body, gets adapter_operation_limit; §10 allows the refusal whatever the
+    # request was, so its expected code (missing_messages) is set aside
+    expectation = Finding("sequence.expected", "expected missing_messages",
+                          level=rules.LEVEL_FAILED)
+    invalid = error("invalid-body", "adapter_operation_limit", "server_error",
+                    findings=[expectation])
+    judge_group([invalid, stream("alpha", "a")])
+    assert invalid.refused
+    assert rules_of(invalid) == ["concurrency.refused"]
+    assert invalid.findings[0].level == rules.LEVEL_INFORMATIONAL
 
 
 def test_a_neighbours_own_error_repeated_is_its_ending_not_a_refusal() -> None:

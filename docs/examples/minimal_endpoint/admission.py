@@ -1,7 +1,7 @@
 """Admission limits of the minimal endpoint: how many operations one session may hold, what
 an operation over the limit gets, and whether a client cancel ends an operation at all.
 
-Two variants (``variants.py``) switch them on; without them every operation is admitted and
+Variants (``variants.py``) switch them on; without them every operation is admitted and
 every cancel answered:
 
 * ``cancel-leak-cap``: never ends an operation its client cancelled (it stops streaming and
@@ -17,29 +17,41 @@ every cancel answered:
 * ``drop-on-tools``: drops the whole session (closes it with operations open) once a request
   with ``tools`` has streamed its first event: a defect of that one case, which must not fail
   the cases after it.
+* ``limit-before-validation``: the upstream adapter's own admission, exactly: it admits
+  ``UPSTREAM_CAP`` (4) operations per session and refuses the rest with
+  ``adapter_operation_limit`` (``server_error``, "Adapter session operation limit 4 is
+  active.") **before it reads their bodies**, so an invalid body over the limit gets the
+  refusal, not its own error. Conformant: §10's overload row, whatever the request was.
 
-An invalid request is answered with its own error before admission (as a server validates a
-request before it schedules it), so a limit never hides an input error.
+Otherwise an invalid request is answered with its own error before admission (as a server
+validates a request before it schedules it), so a limit never hides an input error. The
+``context-length`` variant (``context_window.py``) is checked here too, after admission: vLLM
+rejects a prompt too long for the model before it schedules it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+import context_window
 from envelope import STATUS_FOR_TYPE, Plan
 
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
 OWN_OVERLOAD: Final = "own-overload"
 DROP_ON_TOOLS: Final = "drop-on-tools"
+LIMIT_BEFORE_VALIDATION: Final = "limit-before-validation"
 
 #: operations in flight per session: tight ones, that two leaked operations fill and that
 #: the five-operation concurrency recipe exceeds
 LEAK_CAP: Final = 2
 OWN_CAP: Final = 2
+#: the upstream adapter's own limit per session (its max_operations_per_session default)
+UPSTREAM_CAP: Final = 4
 
 _REFUSALS: Final = {
     CANCEL_LEAK_CAP: (LEAK_CAP, "server_error", "adapter_operation_limit"),
     OWN_OVERLOAD: (OWN_CAP, "server_error", "session_capacity_exceeded"),
+    LIMIT_BEFORE_VALIDATION: (UPSTREAM_CAP, "server_error", "adapter_operation_limit"),
 }
 
 
@@ -53,16 +65,19 @@ def admit(session: Any, plan: Plan, request: Any) -> Plan:
     if session.config.variant == DROP_ON_TOOLS and isinstance(request, bytes) \
             and b'"tools"' in request:
         plan.extra[DROP_ON_TOOLS] = True
-    limits = _REFUSALS.get(session.config.variant or "")
-    if limits is None or _is_error(plan):
-        return plan
+    variant = session.config.variant or ""
+    limits = _REFUSALS.get(variant)
+    if limits is None or (_is_error(plan) and variant != LIMIT_BEFORE_VALIDATION):
+        return context_window.fit(variant, plan, request)
     cap, family, code = limits
     held = sum(1 for state in session.ops.values() if not state.finished)
     if held < cap:
-        return plan
-    event = {"type": "response.error", "error": {
-        "type": family, "code": code,
-        "message": f"this session already holds {held} operations (limit {cap})"}}
+        return context_window.fit(variant, plan, request)
+    message = f"Adapter session operation limit {cap} is active." \
+        if variant == LIMIT_BEFORE_VALIDATION \
+        else f"this session already holds {held} operations (limit {cap})"
+    event = {"type": "response.error", "error": {"type": family, "code": code,
+                                                 "message": message}}
     return Plan(partials=(), terminal=event, status=STATUS_FOR_TYPE[family],
                 request_id=plan.request_id, operation=plan.operation)
 

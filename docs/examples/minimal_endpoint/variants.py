@@ -78,6 +78,14 @@ VARIANTS: Final = MappingProxyType(
             "drops the session once a request with tools has streamed an event: a defect of "
             "that case alone"
         ),
+        "limit-before-validation": (
+            "admits 4 operations per session and refuses the rest before reading their bodies "
+            "(adapter_operation_limit, server_error), as the upstream adapter does"
+        ),
+        "context-length": (
+            "a prompt over 128 words answered with vLLM's context-length error, as the "
+            "upstream adapter passes it on (invalid_backend_request): context_window.py"
+        ),
     }
 )
 

@@ -19,14 +19,16 @@ Every rule needs the endpoint to contradict itself first (an operation's stream 
 with its own final body, or a terminal its request does not call for), so an endpoint that is
 right one operation at a time and keeps them apart never meets these rules, whatever its
 model writes. The overload reading (:func:`mark_refusals`) is the profile's own row, §10
-"Model overload or scheduling rejection: Profile error body plus NNRP diagnostic metadata",
-read by its shape, never by a code list (the profile fixes no code): an operation that ended
-with a profile error body before any output of its own, while another operation of the group
-was in flight, was refused admission. That is allowed: its own expectation findings are set
-aside (reported as the informational ``concurrency.refused``), it ends no neighbour by that,
-and no neighbour is blamed for it. An error that is word for word another operation's own
-error is that operation's ending reaching a neighbour, never a refusal; an operation whose
-own request calls for an error is judged by that error as usual.
+"Model overload or scheduling rejection: Profile error body plus NNRP diagnostic metadata": an
+operation that ended in error before any output of its own, while another operation of the
+group was in flight, with an answer that names a limit, an overload or scheduling (or NNRP's
+own busy status: ``checks/refusals.py``, the one place that reads it), was refused admission,
+whatever its request was (an invalid body refused before the endpoint looked at it is
+refused, not wrongly rejected). That is allowed: its own expectation findings are set aside
+(reported as the informational ``concurrency.refused``), it ends no neighbour by that, and no
+neighbour is blamed for it. Any other error is judged as what it is: a context-length error
+is an invalid request for that request, an error its request calls for is judged by that
+error, and another operation's error reaching a neighbour is ``concurrency.neighbour-ended``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any
 
 from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.context import show, type_of
+from nnrp_conformance.checks.refusals import refusal_named
 from nnrp_conformance.findings import Finding
 
 __all__ = ["REFUSAL_OWN_RULES", "Member", "judge_group", "mark_refusals"]
@@ -64,14 +67,11 @@ class Member:
     findings: list[Finding] = field(default_factory=list)
     #: (submitted, ended) in perf_counter ns; ended None: no terminal from the endpoint
     span_ns: tuple[int, int | None] | None = None
+    #: the NNRP status its terminal came with (RESULT_PUSH status, RESULT_DROP reason)
+    status_code: Any = None
+    drop_reason: Any = None
     #: the endpoint refused its admission (set by :func:`mark_refusals`)
     refused: bool = False
-
-
-def _error_of(member: Member) -> dict[str, Any] | None:
-    ev = member.terminal_event
-    err = ev.get("error") if type_of(ev) == contract.EV_ERROR else None
-    return err if member.terminal == contract.TERMINAL_ERROR and isinstance(err, dict) else None
 
 
 def _overlapped(member: Member, other: Member) -> bool:
@@ -85,16 +85,14 @@ def _overlapped(member: Member, other: Member) -> bool:
 
 
 def mark_refusals(members: list[Member]) -> None:
-    """Set ``refused`` on each operation the endpoint refused admission (module doc): a
-    profile error body before any output, while another operation was in flight, that is not
-    another operation's own error repeated."""
+    """Set ``refused`` on each operation the endpoint refused admission (module doc): an
+    error before any output, while another operation was in flight, that says it is a
+    refusal (its words or NNRP's busy status), whatever the refused request asked for."""
     for m in members:
-        err = _error_of(m)
-        m.refused = err is not None and not m.events \
-            and m.expected_terminal != contract.TERMINAL_ERROR and any(
-            _overlapped(m, o) for o in members if o is not m) and not any(
-            _error_of(o) == err and o.expected_terminal == contract.TERMINAL_ERROR
-            for o in members if o is not m)
+        m.refused = m.terminal == contract.TERMINAL_ERROR and not m.events \
+            and refusal_named(m.terminal_event, status_code=m.status_code,
+                              drop_reason=m.drop_reason) \
+            and any(_overlapped(m, o) for o in members if o is not m)
 
 
 def _finding(rule: str, message: str, *, strict: bool, index: int | None = None,
@@ -234,11 +232,14 @@ def _set_aside(member: Member) -> None:
     kept = [f for f in member.findings if f.rule.startswith(REFUSAL_OWN_RULES)]
     if len(kept) == len(member.findings) and member.terminal == member.expected_terminal:
         return
-    err = member.terminal_event.get("error")
+    event = member.terminal_event
+    err = event.get("error") if isinstance(event, dict) else None
+    said = err if err is not None else {"status_code": member.status_code,
+                                        "drop_reason": member.drop_reason}
     member.findings = [*kept, replace(
         _finding("concurrency.refused", f"{member.name!r} was refused with "
-                 f"{show(err)}: the profile's overload or scheduling rejection, allowed for "
-                 f"operations in flight together", strict=False, seen=err),
+                 f"{show(said)}: the profile's overload or scheduling rejection, allowed for "
+                 f"operations in flight together", strict=False, seen=said),
         level=rules.LEVEL_INFORMATIONAL)]
 
 

@@ -143,8 +143,8 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                              "printed; the same seed draws the same requests)")
     parser.add_argument("--generate-save", "--nnrp-generate-save", dest="generate_save",
                         type=Path, metavar="DIR",
-                        help="save each shrunk generated failure as a recipe file in DIR "
-                             "(default: generated-recipes/ beside the case results)")
+                        help="save each shrunk failed or non-strict generated case as a recipe "
+                             "file in DIR (default: generated-recipes/ beside the case results)")
 
 
 def _absolute(path: Path | None, base: Path) -> Path | None:

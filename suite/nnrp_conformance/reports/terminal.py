@@ -11,6 +11,7 @@ from rich.text import Text
 
 from nnrp_conformance import contract
 from nnrp_conformance.events import CaseFinished, CaseRecord, RunEvent, RunFinished, RunStarted
+from nnrp_conformance.generate.report import saved_line
 from nnrp_conformance.reports.format import (
     findings_block,
     reason_text,
@@ -120,6 +121,9 @@ def render_summary(
         console.print(Text(f"BASELINE {problem}", style="yellow"))
     for path in written:
         console.print(f"wrote {path}", markup=False, highlight=False, soft_wrap=True)
+    saved = saved_line(records)
+    if saved is not None:
+        console.print(saved, markup=False, highlight=False, soft_wrap=True)
     style = "bold red" if [r for r in failed if r.blocking] else "bold green"
     console.print(Text(summary_line(records), style=style))
 
