@@ -97,7 +97,7 @@ def _blocks(text: str) -> Iterator[tuple[tuple[str, ...], str, list[str]]]:
     if lines and lines[0] == "---":  # front matter (the site's navigation), not the text
         lines = lines[lines.index("---", 1) + 1:]
     stack: list[tuple[int, str]] = []
-    kind, block = "", []
+    kind, block = "", list[str]()
     fenced = False
 
     def heading() -> tuple[str, ...]:
