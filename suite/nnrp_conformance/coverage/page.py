@@ -103,7 +103,9 @@ def _what(cov: Coverage, st: Statement) -> str:
         if tested.recipes:
             parts.append("recipes " + ", ".join(f"`{r}`" for r in tested.recipes))
         return "; ".join(parts)
-    reason = cov.reasons[st.id]
+    reason = cov.reasons.get(st.id)
+    if reason is None:  # a problem of the mapping: the command refuses to write the page
+        return "**not tested, and no reason given**"
     return f"*not tested ({reason.kind})*: {_cell(reason.reason)}"
 
 
