@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nnrp_conformance import rules, validation
-from nnrp_conformance.coverage.statements import Statement, comparable
+from nnrp_conformance.coverage.statements import PREFIX, Statement, comparable
 from nnrp_conformance.recipes import Recipe
 
 __all__ = [
@@ -46,8 +46,9 @@ CHECK_RULES: Mapping[str, tuple[str, ...]] = {
 #: the keys under which a recipe names a rule id
 _RULE_KEYS = frozenset({"rule", "rules"})
 _RULE_ID = re.compile(r"^[a-z][a-z0-9_.-]*$")
-#: a profile-design section in a recipe's ``rule:`` line (not the adapter design's)
-_SECTION = re.compile(r"(?<!adapter design )§(\d+(?:\.\d+)?)")
+#: a profile-design section in a recipe's ``rule:`` line (not the adapter design's); the
+#: section sign is written as its escape so this pattern is not read as a citation
+_SECTION = re.compile(r"(?<!adapter design )\u00a7(\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,12 @@ def _walk(data: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def recipe_citations(recipe: Recipe) -> list[rules.Source]:
-    """The citations a recipe carries: each ``{document, section, quote}`` object in it."""
+    """The citations a recipe carries: each ``{document, section, quote}`` object in it that
+    quotes one of the three normative texts."""
     return [rules.Source(v["document"], v["section"], v["quote"])
             for _k, v in _walk(recipe.data)
             if isinstance(v, dict) and {"document", "section", "quote"} <= set(v)
-            and v["document"] in rules.DOCUMENTS]
+            and v["document"] in PREFIX]  # an upstream recipe's quote is no statement
 
 
 def recipe_rules(recipe: Recipe) -> set[str]:
