@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from nnrp_conformance import recipes, rules, validation
+from nnrp_conformance import contract, recipes, rules, validation
 from nnrp_conformance.checks import NAMED_CHECKS
 from nnrp_conformance.coverage import __main__ as command
 from nnrp_conformance.coverage import build, mapping, page, statements
@@ -32,6 +32,7 @@ REASONS = mapping.load_reasons()
 RECIPES = recipes.load_recipes()
 PROFILE_RULES = [r for r in rules.rulebook().values() if r.tag == rules.TAG_PROFILE]
 COVERAGE = build()
+OPERATIONS = {*contract.PROFILE_OPERATIONS, contract.OP_CAPABILITIES_GET}
 
 
 def coverage_with(book: dict[str, rules.Rule] | None = None,
@@ -190,3 +191,23 @@ def test_the_command_writes_the_page_only_without_problems(
     assert command.main(["--out", str(out)]) == 1
     assert not out.exists()
     assert "no reason" in capsys.readouterr().err
+
+
+def test_the_reasons_name_real_rules_and_recipes() -> None:
+    """A reason is a doc sentence: each rule id and recipe id it names exists (``x.*`` names
+    every rule, or recipe, whose id starts with ``x.``)."""
+    assert any("terminal.kind" in r.reason for r in REASONS)  # the pattern finds ids
+    recipe_ids = {r.id for r in RECIPES}
+    prefixes = {rid.split(".")[0] for rid in rules.rulebook()}
+    for reason in REASONS:
+        for name in re.findall(r"\b[a-z][a-z0-9_-]*\.[\w.*-]*[\w*]", reason.reason):
+            if name.endswith((".py", ".json", ".md")) or name in OPERATIONS \
+                    or name.split(".")[0] not in prefixes | {"level1", "level2", "level3"}:
+                continue  # a file, an operation, or no id at all
+            if name.endswith(".*"):
+                stem = name[:-1]
+                assert any(i.startswith(stem) for i in [*recipe_ids, *rules.rulebook()]), name
+            elif name.startswith("level"):
+                assert name in recipe_ids, name
+            else:
+                assert rules.lookup(name) is not None, name
