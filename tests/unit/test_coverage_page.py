@@ -211,3 +211,14 @@ def test_the_reasons_name_real_rules_and_recipes() -> None:
                 assert name in recipe_ids, name
             else:
                 assert rules.lookup(name) is not None, name
+
+
+def test_a_broken_reasons_file_is_a_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "reasons.json"
+    broken.write_text('{"reasons": [', encoding="utf-8")
+    monkeypatch.setattr(mapping, "REASONS_FILE", broken)
+    assert command.main([]) == 2
+    err = capsys.readouterr().err
+    assert f"{broken}: invalid JSON at line 1" in err and "Traceback" not in err

@@ -12,6 +12,12 @@ from pathlib import Path
 
 from nnrp_conformance.coverage import build, page
 from nnrp_conformance.coverage.texts import TextsMissingError
+from nnrp_conformance.documents import DocumentSyntaxError
+from nnrp_conformance.recipes import RecipeError
+from nnrp_conformance.validation import SchemaViolationError
+
+#: what can be wrong with the inputs, each with a message that says where
+_BAD_INPUT = (TextsMissingError, DocumentSyntaxError, SchemaViolationError, RecipeError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         cov = build()
-    except TextsMissingError as exc:
+    except _BAD_INPUT as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if cov.problems:

@@ -14,7 +14,6 @@ reason in ``reasons.json``; a reason for a tested statement is stale.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 
 from nnrp_conformance import rules, validation
 from nnrp_conformance.coverage.statements import PREFIX, Statement, comparable
+from nnrp_conformance.documents import DocumentSyntaxError, parse_document
 from nnrp_conformance.recipes import Recipe
 
 __all__ = [
@@ -84,9 +84,14 @@ class Coverage:
     problems: list[str] = field(default_factory=list)
 
 
-def load_reasons(path: Path = REASONS_FILE) -> list[Reason]:
-    """The reasons file, schema-checked (``coverage-reasons.schema.json``)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+def load_reasons(path: Path | None = None) -> list[Reason]:
+    """The reasons file, schema-checked (``coverage-reasons.schema.json``); a
+    DocumentSyntaxError or SchemaViolationError naming the file when it is not valid."""
+    path = REASONS_FILE if path is None else path
+    try:
+        data = parse_document(path.read_text(encoding="utf-8"), yaml_syntax=False)
+    except DocumentSyntaxError as exc:
+        raise DocumentSyntaxError(f"{path}: {exc}") from None
     validation.check("coverage-reasons", data)
     return [Reason(r["kind"], r["reason"], tuple(r["statements"])) for r in data["reasons"]]
 
