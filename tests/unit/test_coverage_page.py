@@ -222,3 +222,25 @@ def test_a_broken_reasons_file_is_a_clear_error(
     assert command.main([]) == 2
     err = capsys.readouterr().err
     assert f"{broken}: invalid JSON at line 1" in err and "Traceback" not in err
+
+
+def test_what_a_recipe_asks_for_names_real_rules() -> None:
+    book = rules.rulebook()
+    for recipe in RECIPES:
+        for ask in mapping.recipe_asks(recipe):
+            assert any(rid == ask or (ask.endswith(".") and rid.startswith(ask))
+                       for rid in book), (recipe.id, ask)
+
+
+def test_a_recipe_is_listed_where_it_asks_for_what_the_statement_s_rules_judge() -> None:
+    """A recipe citing §10 for an invalid body is listed beside §10's invalid-body row, not
+    beside its overload row (concurrency.refused judges operations in flight together)."""
+    def row(words: str) -> mapping.Tested:
+        return COVERAGE.tested[next(s.id for s in STATEMENTS if words in s.text)]
+
+    invalid, overload = row("| Invalid request body"), row("| Model overload")
+    assert "level1.chat.invalid-body.missing-messages" in invalid.recipes
+    assert overload.rules == ("concurrency.refused",) and overload.recipes == ()
+    cancel = row("OpenAI-compatible client cancellation maps to NNRP frame cancellation")
+    assert "level1.chat.cancel.client" in cancel.recipes
+    assert "level1.chat.timeout" not in cancel.recipes  # cites §9, sends no cancel

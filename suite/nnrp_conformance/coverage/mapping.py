@@ -7,8 +7,9 @@ the quote, or the quote is the header row of the statement's table), within the 
 source names (a section includes its subsections; a contract member its members). A recipe
 tests it when one of its citations (a ``{document, section, quote}`` object anywhere in the
 recipe) falls on it; a recipe is listed beside a tested statement when it names one of the
-statement's rules (a rule id, or a ``checks:`` entry judged by the rule) or cites the
-statement's profile-design section in its ``rule:`` line. Every other statement needs a
+statement's rules (a rule id, or a ``checks:`` entry judged by the rule), or cites the
+statement's profile-design section in its ``rule:`` line and asks for something one of the
+statement's rules judges (:func:`recipe_asks`). Every other statement needs a
 reason in ``reasons.json``; a reason for a tested statement is stale.
 """
 
@@ -139,6 +140,49 @@ def recipe_rules(recipe: Recipe) -> set[str]:
     return named
 
 
+#: the rules that judge every answer: its frames, their decoding, its one terminal, its
+#: expected terminal and events
+_EVERY_ANSWER = ("wire.", "event.decode", "terminal.exactly-once", "terminal.after",
+                 "terminal.kind", "sequence.expected")
+#: what a recipe's operation asks of the endpoint, and the family of rules that judges it
+_OPERATION_RULES = {"responses.create": "responses.", "models.list": "models.",
+                    "embeddings.create": "embeddings."}
+
+
+def recipe_asks(recipe: Recipe) -> set[str]:
+    """The rules (ids, or families ending in ``.``) that judge what the recipe asks for: an
+    answer (framed, decoded and ended once: ``_EVERY_ANSWER``), its
+    expected terminal and events (``terminal.kind``, ``sequence.expected``; an expected error,
+    ``error.body``; tool-call events, ``order.tool-call`` and ``tool-call.``; a usage event,
+    ``usage.``), a cancel (``cancel.``), operations in flight together (``concurrency.``), a
+    deadline (``timeout.``), a non-streaming request (``nonstreaming.``) and its operation's
+    own family (checks/__init__.py says which check judges which)."""
+    data = recipe.data
+    request = data.get("request") or {}
+    nnrp = request.get("nnrp") or {}
+    expect = data.get("expect") or {}
+    types = {str(e.get("type")) for e in expect.get("events") or () if isinstance(e, dict)}
+    asks = set(_EVERY_ANSWER)
+    conditions = {
+        "error.body": expect.get("terminal") == "error" or "response.error" in types,
+        "order.tool-call": any(t.startswith("response.tool_call.") for t in types),
+        "tool-call.": any(t.startswith("response.tool_call.") for t in types),
+        "usage.": "response.usage" in types,
+        "cancel.": "cancel" in request or "cancel_after_events" in nnrp,
+        "concurrency.": bool(recipe.concurrent),
+        "timeout.": recipe.timeout_ms is not None or "timeout_ms" in nnrp,
+        "nonstreaming.": (request.get("body") or {}).get("stream") is False,
+    }
+    asks.update(rule for rule, applies in conditions.items() if applies)
+    if recipe.operation in _OPERATION_RULES:
+        asks.add(_OPERATION_RULES[recipe.operation])
+    return asks
+
+
+def _asked(asks: set[str], rule_id: str) -> bool:
+    return any(rule_id == a or (a.endswith(".") and rule_id.startswith(a)) for a in asks)
+
+
 def recipe_sections(recipe: Recipe) -> set[str]:
     """The profile-design sections a recipe's ``rule:`` line cites (``§9``, ``§6.1``)."""
     return set(_SECTION.findall(recipe.rule or ""))
@@ -174,13 +218,15 @@ def compute(statements: Sequence[Statement], book: Mapping[str, rules.Rule],
                 citing.setdefault(sid, set()).add(recipe.id)
     named = {r.id: recipe_rules(r) for r in recipes}
     sections = {r.id: recipe_sections(r) for r in recipes}
+    asks = {r.id: recipe_asks(r) for r in recipes}
     tested: dict[str, Tested] = {}
     for st in statements:
         its_rules = sorted(rid for rid, hit in by_rule.items() if st.id in hit)
         listed = set(citing.get(st.id, ()))
         if its_rules:
             listed.update(rid for rid, names in named.items() if names & set(its_rules))
-            listed.update(rid for rid, secs in sections.items() if _section_number(st) in secs)
+            listed.update(rid for rid, secs in sections.items() if _section_number(st) in secs
+                          and any(_asked(asks[rid], r) for r in its_rules))
         tested[st.id] = Tested(tuple(its_rules), tuple(sorted(listed)),
                                tuple(sorted(citing.get(st.id, ()))))
     given: dict[str, Reason] = {}

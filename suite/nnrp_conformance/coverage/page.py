@@ -60,8 +60,11 @@ it, within the section the quote names: the quote is inside the statement, the s
 inside the quote, or the quote is the header row of the statement's table (it cites the whole
 table). A recipe tests it when the recipe cites it the same way. Listed beside a tested
 statement are also the recipes that name one of its rules (a rule id, or a `checks:` entry
-that rule judges) or cite its profile-design section in their `rule:` line. Every other
-statement gives its reason ([kinds](#kinds-of-reason)).
+that rule judges), or cite its profile-design section in their `rule:` line and ask for
+something one of its rules judges (an answer, framed, decoded and ended once; an expected
+terminal or events, an error, tool calls,
+usage, a cancel, operations in flight together, a deadline, a non-streaming request, their
+operation). Every other statement gives its reason ([kinds](#kinds-of-reason)).
 """
 
 
