@@ -49,22 +49,24 @@ and example of the normative sections (§3 to §14; these texts state requiremen
 declaratives too, "The operation itself still ends exactly once through its NNRP terminal
 outcome."), and in the informative sections ({_INFORMATIVE}) a sentence with a normative word
 (MUST, SHOULD, MAY, REQUIRED or "require", in either case). In the data-plane spec: every
-sentence and list item, and a table row whose rule says MUST. In the contract JSON: each
-tool-call event, the ordering scope and each ordering rule, each `nnrpMapping` member and each
-`wireMapping` field. The level is the strongest normative word the statement has, else its
-kind. An id is the document (`pd`, `c`, `dp`), the section and, in Markdown, the start of a
-hash of the statement's own text: it changes only when that text does.
+sentence and list item, and a table row whose rule states a requirement (MUST, SHOULD,
+REQUIRED); the other rows describe the layout. In the contract JSON: each tool-call event, the
+ordering scope and each ordering rule, each `nnrpMapping` member and each `wireMapping` field.
+The level is the strongest normative word the statement has, else its kind. An id is the
+document (`pd`, `c`, `dp`), the section and, in Markdown, the start of a hash of the
+statement's own text: it changes only when that text does.
 
 **What tests a statement.** A `profile` rule tests it when one of the rule's quotes falls on
 it, within the section the quote names: the quote is inside the statement, the statement is
 inside the quote, or the quote is the header row of the statement's table (it cites the whole
 table). A recipe tests it when the recipe cites it the same way. Listed beside a tested
 statement are also the recipes that name one of its rules (a rule id, or a `checks:` entry
-that rule judges), or cite its profile-design section in their `rule:` line and ask for
-something one of its rules judges (an answer, framed, decoded and ended once; an expected
-terminal or events, an error, tool calls,
-usage, a cancel, operations in flight together, a deadline, a non-streaming request, their
-operation). Every other statement gives its reason ([kinds](#kinds-of-reason)).
+that rule judges), or that cite its profile-design section in their `rule:` line and ask for
+something one of its rules judges: an answer (framed, decoded and ended once), an expected
+terminal or events, an error, tool calls, usage, a cancel, operations in flight together, a
+deadline, a non-streaming request, their operation. Every other statement gives its reason
+([kinds](#kinds-of-reason)), from `suite/nnrp_conformance/coverage/reasons.json`
+([its schema](reference/rulebook.md#schema-coverage-reasons)).
 """
 
 
