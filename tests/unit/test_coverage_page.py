@@ -244,3 +244,20 @@ def test_a_recipe_is_listed_where_it_asks_for_what_the_statement_s_rules_judge()
     cancel = row("OpenAI-compatible client cancellation maps to NNRP frame cancellation")
     assert "level1.chat.cancel.client" in cancel.recipes
     assert "level1.chat.timeout" not in cancel.recipes  # cites §9, sends no cancel
+
+
+def test_the_changelog_gives_the_page_s_counts() -> None:
+    """The changelog's note repeats the counts: regenerate both together."""
+    note = " ".join((REPO / "CHANGELOG.md").read_text(encoding="utf-8").split())
+    by_doc = {d: sum(s.document == d for s in STATEMENTS)
+              for d in ("profile-design", "contract", "data-plane")}
+    n_tested = sum(t.tested for t in COVERAGE.tested.values())
+    kinds = {k: sum(r.kind == k for r in COVERAGE.reasons.values()) for k in page.KINDS}
+    assert (f"({len(STATEMENTS)}: {by_doc['profile-design']} of the profile design, "
+            f"{by_doc['contract']} of the contract JSON, {by_doc['data-plane']} of the "
+            f"data-plane spec)") in note
+    assert (f"{n_tested} are tested; {len(COVERAGE.reasons)} give a reason, of which "
+            f"{kinds['uncited']} are judged by a rule that quotes another text (`uncited`), "
+            f"{kinds['client']} are the client's, {kinds['transport']} nnrp-py's framing, "
+            f"{kinds['permission']} freedoms, {kinds['informative']} informative, "
+            f"{kinds['recipes']} about recipes and {kinds['untested']} untested") in note
