@@ -77,10 +77,12 @@ PAGES: tuple[Page, ...] = (
     Page(
         "reference/rulebook.md",
         "Rulebook",
-        ("rulebook",),
+        ("rulebook", "coverage-reasons"),
         "The file `nnrp_conformance/rulebook.json`: every rule id the suite reports, tagged "
         "`profile`, `upstream` or `recommendation` with its citation. The table itself and what the tags "
-        "mean for a verdict: [Verdicts](../verdicts.md#rules).",
+        "mean for a verdict: [Verdicts](../verdicts.md#rules). Beside it, "
+        "`nnrp_conformance/coverage/reasons.json`: why a normative statement no rule quotes is "
+        "not tested ([Statement coverage](../coverage.md)).",
     ),
     Page(
         "reference/error-codes.md",

@@ -4,54 +4,29 @@ the profile's own documents, and each quote is really there.
 The documents are verbatim copies in this repository (``upstream/``, ``recipes/upstream/``).
 A quote must occur, whitespace and table padding aside, inside the section it names: under
 that Markdown heading (up to the next heading of the same or a higher level), at that member
-path of the contract JSON, in that upstream recipe. A rule without a quote is a
-``recommendation`` and gives its rationale instead; the schema refuses anything else.
+path of the contract JSON, in that upstream recipe (the comparison is
+``nnrp_conformance.coverage.texts``, which the statement-coverage page shares). A rule without
+a quote is a ``recommendation`` and gives its rationale instead; the schema refuses anything
+else.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from nnrp_conformance import rules, validation
+from nnrp_conformance.coverage.texts import json_member, markdown_section, normalized
 
 REPO = Path(__file__).resolve().parents[2]
 RULEBOOK = REPO / "suite" / "nnrp_conformance" / "rulebook.json"
 
 
-def normalized(text: str) -> str:
-    """Whitespace runs to one space; a table cell's padding dropped (``| a  |`` -> ``| a |``)."""
-    return re.sub(r"\s*\|\s*", " | ", " ".join(text.split()))
-
-
-def markdown_section(text: str, heading: str) -> str:
-    """The text under ``heading`` up to the next heading of the same or a higher level."""
-    lines = text.splitlines()
-    for n, line in enumerate(lines):
-        m = re.match(r"^(#+)\s+(.*?)\s*$", line)
-        if m and m.group(2) == heading:
-            depth = len(m.group(1))
-            end = next((k for k in range(n + 1, len(lines))
-                        if (h := re.match(r"^(#+)\s", lines[k])) and len(h.group(1)) <= depth),
-                       len(lines))
-            return "\n".join(lines[n + 1:end])
-    raise AssertionError(f"no heading {heading!r}")
-
-
-def json_member(data: Any, path: str) -> Any:
-    for key in path.split("."):
-        assert isinstance(data, dict) and key in data, f"no member {path!r}"
-        data = data[key]
-    return data
-
-
 def where(source: rules.Source) -> str:
-    """The text of the section ``source`` names, normalized (an AssertionError if none)."""
+    """The text of the section ``source`` names, normalized (an error when there is none)."""
     _title, rel = rules.DOCUMENTS[source.document]
     if source.document == "upstream-recipe":
         path = REPO / rel / source.section

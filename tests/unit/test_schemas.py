@@ -29,6 +29,7 @@ EXPECTED_NAMES = sorted(
         "release-gate-report",
         "benchmark-results",
         "rulebook",
+        "coverage-reasons",
         "release-policy",
         "baseline",
     ]
