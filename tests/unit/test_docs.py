@@ -130,3 +130,45 @@ def test_quickstart_command_uses_the_plugin_options() -> None:
     quickstart = (DOCS / "quickstart.md").read_text(encoding="utf-8")
     assert "pytest --nnrp-target 127.0.0.1:40613 --manifest manifest.json" in quickstart
     assert "nnrp-conformance init --target" in quickstart
+
+
+def _section(text: str, heading: str) -> str:
+    """The Markdown from ``heading`` to the next heading of the same or a higher level."""
+    level = len(heading) - len(heading.lstrip("#"))
+    start = text.index(heading)
+    nxt = re.search(rf"^#{{1,{level}}} ", text[start + len(heading):], re.M)
+    return text[start:start + len(heading) + (nxt.start() if nxt else len(text))]
+
+
+def _table_rows(markdown: str) -> list[dict[str, str]]:
+    """Each row of every pipe table in ``markdown``, as header -> cell (code spans kept)."""
+    rows: list[dict[str, str]] = []
+    header: list[str] | None = None
+    for line in markdown.splitlines():
+        if not line.startswith("| "):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if header is None:
+            header = cells
+        elif not set("".join(cells)) <= set("- :"):
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def test_the_relations_tables_say_how_each_rule_is_judged() -> None:
+    """Issue 43 item 6: the Relations tables said contradicting values "must fail" where most
+    rules are recommendations; each row now says strict or non-strict, as the rulebook tags it."""
+    from nnrp_conformance import rules
+
+    text = (DOCS / "verdicts.md").read_text(encoding="utf-8")
+    rows = _table_rows(_section(text, "## Relations between fields"))
+    assert len(rows) >= 20
+    want = {"profile": "strict (profile)", "recommendation": "non-strict (recommendation)"}
+    for row in rows:
+        rule = row["rule id"].strip("`")
+        assert row["judged"] == want[rules.rulebook()[rule].tag], rule
+        # a row that credits the profile names a rule sourced on it
+        if row["comes from"].startswith("the profile"):
+            assert rules.rulebook()[rule].tag == "profile", rule
+    assert "must fail" not in _section(text, "## Relations between fields")
