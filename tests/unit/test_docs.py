@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -172,3 +173,35 @@ def test_the_relations_tables_say_how_each_rule_is_judged() -> None:
         if row["comes from"].startswith("the profile"):
             assert rules.rulebook()[rule].tag == "profile", rule
     assert "must fail" not in _section(text, "## Relations between fields")
+
+
+def _profile_example(section: str) -> dict:
+    """The first JSON example of one numbered section of the profile design (the copy in
+    ``upstream/``, which ``test_rule_sources`` keeps byte for byte upstream's)."""
+    design = REPO / "upstream" / "nnrp-doc" / "docs" / "en" / "design" / "openai-compatible-profile.md"
+    text = _section(design.read_text(encoding="utf-8"), f"## {section}")
+    return json.loads(re.search(r"```json\n(.*?)```", text, re.S).group(1))
+
+
+def test_no_member_of_the_profiles_capability_example_is_called_our_addition() -> None:
+    """Issue 43 item 6: the schema (and its generated page) called `models` our addition,
+    though §13's example document has it."""
+    schema = json.loads((REPO / "suite" / "nnrp_conformance" / "schemas"
+                         / "capability-document.schema.json").read_text(encoding="utf-8"))
+    example = _profile_example("13. Capability Document")
+    pairs = [(schema["properties"], example),
+             (schema["$defs"]["operation"]["properties"], example["operations"][0]),
+             (schema["$defs"]["model"]["properties"], example["models"][0])]
+    for properties, shown in pairs:
+        ours = {k for k, v in properties.items()
+                if v.get("description", "").lower().startswith("our addition")}
+        assert not ours & set(shown), sorted(ours & set(shown))
+
+
+def test_the_in_band_cancel_hint_is_labelled_our_reading() -> None:
+    """Issue 43 item 6: no profile document defines `nnrp.cancel_after_events`; what an endpoint
+    does with it is this project's reading, and the schema's text (the reference page) says so."""
+    schema = json.loads((REPO / "suite" / "nnrp_conformance" / "schemas"
+                         / "envelope.schema.json").read_text(encoding="utf-8"))
+    said = schema["$defs"]["nnrp"]["properties"]["cancel_after_events"]["description"]
+    assert "no profile document defines it" in said and "Our reading" in said, said
