@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,38 @@ def test_the_in_band_cancel_hint_is_labelled_our_reading() -> None:
                          / "envelope.schema.json").read_text(encoding="utf-8"))
     said = schema["$defs"]["nnrp"]["properties"]["cancel_after_events"]["description"]
     assert "no profile document defines it" in said and "Our reading" in said, said
+
+
+def _prose(page: str) -> str:
+    """A page's text with its line breaks and runs of spaces made one space."""
+    return re.sub(r"\s+", " ", (DOCS / page).read_text(encoding="utf-8"))
+
+
+_NUMBER_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 8: "eight"}
+
+
+def test_recipe_counts_in_the_docs_are_the_trees() -> None:
+    """Issue 43 item 6: recipes.md said two sets (four ship) and verdicts.md counted 31 Level 1
+    recipes (33). The counts are computed here from the bundled recipes, so a recipe added or
+    removed fails this test until the words follow."""
+    from nnrp_conformance.recipes import load_recipes
+
+    recipes = load_recipes([REPO / "recipes"])
+    sets = Counter(r.path.parent.name for r in recipes)
+    level = Counter(r.level for r in recipes)
+    assert set(sets) == {p.name for p in (REPO / "recipes").iterdir() if p.is_dir()}
+    page = _prose("recipes.md")
+    assert f"ships {_NUMBER_WORDS[len(sets)]} sets, {len(recipes)} recipes" in page
+    assert f"the {_NUMBER_WORDS[sets['upstream']]} upstream recipes" in page
+    assert f"this project's {sets['level1']} Level 1 recipes" in page
+    assert (f"With upstream's {_NUMBER_WORDS[sets['upstream']]}, Level 1 has {level[1]}"
+            in page)
+    assert f"the {sets['level2']} Level 2 recipes" in page
+    assert f"the {sets['level3']} Level 3 recipes" in page
+    # the upstream-names run of verdicts.md: a Level 1 manifest, every Level 1 case non-strict
+    one, rest = level[1], len(recipes) - level[1]
+    page = _prose("verdicts.md")
+    assert f"`{one} passed, 0 failed, {rest} skipped ({one} non-strict)`" in page
+    assert f"{one} of {one} cases pass as `non-strict` (the {one} Level 1 recipes" in page
+    assert f"all {one} fail with `--strict`" in page
+    assert f"(the {one} Level 1 recipes; 31 when" in page
