@@ -241,3 +241,22 @@ def test_recipe_counts_in_the_docs_are_the_trees() -> None:
     assert f"{one} of {one} cases pass as `non-strict` (the {one} Level 1 recipes" in page
     assert f"all {one} fail with `--strict`" in page
     assert f"(the {one} Level 1 recipes; 31 when" in page
+
+
+def test_the_cancel_storm_is_described_as_the_test_command_runs_it() -> None:
+    """Issue 43 item 6: the storm was "30 s on each line", "60 s" and "both lines" in three
+    places; it runs the test's default seconds on the one version the test command runs."""
+    real = REPO / "tests" / "real_vllm"
+    seconds = re.search(r'"NNRP_STORM_SECONDS", "(\d+)"',
+                        (real / "test_aborts_real.py").read_text(encoding="utf-8")).group(1)
+    assert re.search(r"^VERSIONS = \(NEWEST_TESTED,\)$",
+                     (real / "conftest.py").read_text(encoding="utf-8"), re.M)
+    assert (f"The cancel storm runs {seconds} s (`NNRP_STORM_SECONDS`), on the one version the "
+            "test command runs real vLLM on") in _prose("testing.md")
+    assert f"the test command's storm runs {seconds} s" in _prose("operator-guide.md")
+    assert f"cancel storm runs in the test command again: {seconds} s, on the one vLLM version" \
+        in _prose("changelog.md")
+    for page in ("testing.md", "operator-guide.md", "changelog.md"):
+        for sentence in re.split(r"(?<=\.) ", _prose(page)):
+            if "storm" in sentence:
+                assert not re.search(r"each line|both lines|every line", sentence), sentence
