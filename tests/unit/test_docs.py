@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -147,10 +148,10 @@ def _table_rows(markdown: str) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
     header: list[str] | None = None
     for line in markdown.splitlines():
-        if not line.startswith("| "):
+        if not line.startswith("|"):
             header = None
             continue
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if header is None:
             header = cells
         elif not set("".join(cells)) <= set("- :"):
@@ -260,3 +261,34 @@ def test_the_cancel_storm_is_described_as_the_test_command_runs_it() -> None:
         for sentence in re.split(r"(?<=\.) ", _prose(page)):
             if "storm" in sentence:
                 assert not re.search(r"each line|both lines|every line", sentence), sentence
+
+
+def _token(name: str, text: str) -> bool:
+    """``name`` appears in ``text`` as a whole package name (not inside pytest-xdist, say)."""
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.I) is not None
+
+
+def test_the_readme_extras_table_is_the_pyprojects() -> None:
+    """Issue 43 item 6: the README put hypothesis in the dev extra, though it is a dependency
+    of the suite itself. Each row names what pyproject.toml gives that extra (a stub package as
+    "X stubs"), and no extra's row names a dependency every install has."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    groups = {"*(none)*": project["dependencies"],
+              **{f"`{k}`": v for k, v in project["optional-dependencies"].items()}}
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = _table_rows(_section(readme, "## Optional dependencies"))
+    assert [r["extra"] for r in rows] == list(groups)
+    base = {Requirement(d).name for d in project["dependencies"]}
+    for row in rows:
+        brings = row["brings"]
+        for name in (Requirement(d).name for d in groups[row["extra"]]):
+            stub = name.removeprefix("types-")
+            if stub != name:
+                assert _token(stub, brings) and "stubs" in brings, (row["extra"], name)
+            else:
+                assert _token(name, brings), (row["extra"], name)
+        if row["extra"] != "*(none)*":
+            plain = re.sub(r"\([^)]*stubs\)", "", brings)  # "mypy (with the X stubs)"
+            assert not [n for n in base if _token(n, plain)], (row["extra"], brings)
