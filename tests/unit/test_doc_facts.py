@@ -172,3 +172,33 @@ def test_the_readme_extras_table_is_the_pyprojects() -> None:
         if row["extra"] != "*(none)*":
             plain = re.sub(r"\([^)]*stubs\)", "", brings)  # "mypy (with the X stubs)"
             assert not [n for n in base if _token(n, plain)], (row["extra"], brings)
+
+
+def test_the_huge_event_variant_is_named_with_the_rule_that_judges_it() -> None:
+    """Issue 43 item 6: verdicts.md said the 4 MiB event is judged `event.schema`; the kill-rate
+    test (which runs it) expects `event.value-limit`, a recommendation (the profile sets no
+    size)."""
+    from nnrp_conformance import rules
+
+    kill_rate = (REPO / "tests" / "reliability" / "test_kill_rate.py").read_text(encoding="utf-8")
+    rule = re.search(r'"huge-event": \([^()]*\([^()]*\), \("([\w.-]+)",\)\)', kill_rate).group(1)
+    assert rules.rulebook()[rule].tag == "recommendation"
+    assert f"`huge-event` variant sends 4 MiB and is judged `{rule}`, non-strict" \
+        in _prose("verdicts.md")
+
+
+#: what the docs or the suite's messages credited to the profile though no normative text says
+#: it (issue 43 item 6): the extension rules are the vLLM adapter design's (§10.3, not
+#: normative), no normative text names `unsupported_operation`, and the profile gives
+#: diagnostics no place (its §11: unknown diagnostic fields must be ignored)
+MISCREDITED = ("The profile's extension rules", "prescribes `unsupported_operation`",
+               "the profile's place for diagnostics")
+
+
+def test_nothing_is_credited_to_the_profile_that_it_does_not_say() -> None:
+    texts = {p: re.sub(r"\s+", " ", p.read_text(encoding="utf-8"))
+             for p in [REPO / "README.md", *sorted(DOCS.glob("*.md")),
+                       *sorted((REPO / "suite" / "nnrp_conformance").rglob("*.py"))]}
+    assert [(p.name, m) for p, text in texts.items() for m in MISCREDITED if m in text] == []
+    assert "extension rules of the vLLM adapter design (vLLM adapter design §10.3" \
+        in _prose("selection.md")
