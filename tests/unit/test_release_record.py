@@ -12,6 +12,7 @@ evidence (``reports/evidence``).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,9 @@ def test_a_release_folder_is_one_run_and_records_itself(tmp_path: Path) -> None:
     assert one_run_problems(tmp_path) == []
     run = json.loads((tmp_path / RUN_FILE).read_text(encoding="utf-8"))["run"]
     assert run["id"] == record.id and len(run["id"]) == 32
-    assert run["commit"] and len(run["commit"]) == 40  # this checkout's HEAD
+    if (REPO / ".git").exists():  # a checkout (a worktree's .git is a file): its HEAD
+        assert re.fullmatch(r"[0-9a-f]{40}", run["commit"]), run["commit"]
+        assert isinstance(run["dirty"], bool)
     assert run["started_at"] <= run["ended_at"] and run["seconds"] >= 0
     assert run["versions"] == [VERSION] and run["quick"] is True
     assert run["command"].startswith("vllm-nnrp release --out ")
