@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import LINES, SUPPORTED_VLLM, __version__
+from .benchmark import BENCHMARKS
 from .benchmark import main as bench_main
 from .conformance import main as conformance_main
 from .conformance import manifest_for_vllm
@@ -153,7 +154,8 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "conformance": (cmd_conformance, "start the adapter on the embedded default and run the suite"),
     "manifest": (cmd_manifest, "print the manifest a suite run against a deployment uses"),
     "release": (cmd_release, "the whole release run: suite, benchmarks, release gate"),
-    "bench": (cmd_bench, "benchmarks (wire, mapper, latency, cancel, smoke, parity)"),
+    # the names from the one registry `vllm-nnrp bench` dispatches on, never a copy of them
+    "bench": (cmd_bench, f"benchmarks ({', '.join(BENCHMARKS)})"),
     "tiny-model": (cmd_tiny_model, "create the tiny local test model"),
     "version": (cmd_version, "print versions and the supported vLLM line"),
 }

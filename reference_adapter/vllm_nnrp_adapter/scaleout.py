@@ -8,7 +8,7 @@ bind one NNRP address (the second gets "address in use"), so each API server get
 address by a fixed rule, from the one ``NNRP_PLUGIN_LISTEN``:
 
 * API server ``r`` of ``N`` (``r`` from 0) listens on the configured port plus ``r``
-  (TCP, WebSocket, QUIC); port 0 stays 0 (each picks a free port; its ready file says which);
+  (TCP, WebSocket); port 0 stays 0 (each picks a free port; its ready file says which);
 * an IPC socket path ``S.sock`` becomes ``S.r.sock`` for ``r`` > 0;
 * the ready file and the metrics port follow the same rule (``ready.json`` -> ``ready.1.json``,
   metrics port ``M`` -> ``M + r``);

@@ -105,6 +105,17 @@ def _text(value: str) -> str:
     return value.strip()
 
 
+def _address(value: str) -> str:
+    """A listen address nnrp-py can serve, refused here (before vLLM starts) when it is not."""
+    # Lazy on purpose: the address parser lives with nnrp-py's options, and nnrp-py must not
+    # load in the processes vLLM starts where the plugin is off (a value is parsed only when
+    # given). Its AddressError is a ValueError: both paths report it as a bad setting.
+    from nnrp_conformance.wire.pump import parse_address
+
+    parse_address(value.strip())
+    return value.strip()
+
+
 def _path(value: str) -> Path:
     return Path(value.strip())
 
@@ -183,10 +194,10 @@ class Setting:
 
 #: the one table of start-up settings: the CLI's flags and the plugin's variables come from it
 SETTINGS: tuple[Setting, ...] = (
-    Setting("listen", "listen", _text,
-            "listen address: host:port (TCP) or a scheme URL (ipc://, ws://, quic://); "
+    Setting("listen", "listen", _address,
+            "listen address: host:port (TCP) or a scheme URL (tcp://, ipc:///PATH, ws://); "
             "default 127.0.0.1:4433", metavar="ADDRESS"),
-    Setting("also-listen", "also_listen", _text,
+    Setting("also-listen", "also_listen", _address,
             "a second listen address served by the same adapter and engine, e.g. "
             "ipc:///run/nnrp.sock beside TCP for clients on this host", metavar="ADDRESS"),
     Setting("manifest", "manifest_path", _path,

@@ -30,7 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(ini, help_, type=ini_type)  # type: ignore[arg-type]
 
     add("--nnrp-target", "nnrp_target",
-        "NNRP endpoint to test: HOST:PORT or a scheme URL (nnrp://, tcp://, …); repeat it to "
+        "NNRP endpoint to test: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, ws://); repeat it to "
         "judge a fleet (each target on its own, then one merged verdict)", ini_type="args",
         action="append", metavar="TARGET")
     add("--manifest", "nnrp_manifest",

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from nnrp_conformance.recipes import load_recipes
+
 pytestmark = pytest.mark.wire
 
 VARIANT = ("--variant", "upstream-names")
@@ -66,7 +68,11 @@ def test_upstream_like_endpoint_passes_with_non_strict_notes(tmp_path: Path,
     assert {lv for _, lv in levels} == {"non-strict", "informational"}
     # every report shows the note with the recommended value
     assert "recommended: invalid_request" in out and "NON-STRICT" in out
-    assert "(31 non-strict)" in out or "non-strict)" in out
+    # docs/verdicts.md quotes this run's last line (test_docs holds its counts to the tree)
+    level1 = sum(1 for r in load_recipes() if r.level == 1)
+    assert len(results) == level1
+    assert out.rstrip().endswith(f"{level1} passed, 0 failed, {len(doc['results']) - level1} "
+                                 f"skipped ({level1} non-strict)"), out[-300:]
 
 
 def test_upstream_like_endpoint_fails_only_when_strict(tmp_path: Path,

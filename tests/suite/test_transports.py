@@ -2,8 +2,9 @@
 WebSocket, against the independent example endpoint, through ``nnrp-conformance run``.
 
 The suite's checks know nothing of the transport: each run must give the same verdict per
-recipe, and a wire defect must be caught by the same rules on each. (QUIC needs TLS material
-nnrp-py's QUIC carrier insists on; docs/pytest-plugin.md#transports says what fails without it.)
+recipe, and a wire defect must be caught by the same rules on each. (QUIC is not offered:
+nnrp-py's QUIC carrier insists on TLS, which neither side takes options for yet; a quic://
+address is refused, tests/unit/test_addresses_offered.py.)
 The reference adapter is run over IPC and WebSocket on real vLLM in
 ``tests/real_vllm/test_suite_against_adapter.py``.
 """

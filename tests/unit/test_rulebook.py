@@ -235,6 +235,10 @@ def test_diagnostics_field_and_cancel_reason_are_non_strict() -> None:
                "success")
     assert (v.outcome, v.level) == ("passed", "non-strict"), v.findings
     assert {f.rule for f in v.findings} == {"event.diagnostics-field"}
+    # issue 43 item 6: the place is this suite's recommendation, not the profile's (§11 only
+    # says unknown diagnostic fields must be ignored)
+    said = v.findings[0].message
+    assert "this suite recommends" in said and "the profile's place" not in said, said
     o = Observation(events=[{"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi"}],
                     raw_events=[None], terminal_kind="cancelled", terminal_event={"type": contract.EV_CANCELLED,
                                                    "reason": "user_pressed_stop"})

@@ -24,7 +24,6 @@ from vllm_nnrp_adapter.settings import ServeConfig
     ("tcp://127.0.0.1:4433", 2, "tcp://127.0.0.1:4435"),
     ("[::1]:4433", 1, "[::1]:4434"),
     ("ws://127.0.0.1:8080/nnrp", 1, "ws://127.0.0.1:8081/nnrp"),
-    ("quic://127.0.0.1:4433", 1, "quic://127.0.0.1:4434"),
     ("ipc:///run/nnrp.sock", 1, "ipc:///run/nnrp.1.sock"),
     ("unix:///run/nnrp.sock", 2, "unix:///run/nnrp.2.sock"),
     ("127.0.0.1:0", 1, "127.0.0.1:0"),  # each picks a free port; the ready file says which

@@ -8,7 +8,7 @@ the other), ``operation`` (what a handler is given and the state the loop and th
 operation's one terminal as frames), ``sdk`` (the only module that touches nnrp-py's private
 entry points).
 
-Owns: listening (tcp default; ipc/ws/quic by scheme), per-session pump threads, checking
+Owns: listening (tcp default; ipc/ws by scheme), per-session pump threads, checking
 each FRAME_SUBMIT against the wire mapping (spec §3; violations get the profile error
 terminal), running the async handler per operation, pushing each yielded event as one
 PARTIAL_RESULT then exactly one terminal, and cancellation (client cancel, envelope

@@ -12,14 +12,16 @@ is shown and recorded by :mod:`.steps`. Once every build is done: on the
 current lines the HTTP/SSE parity benchmark, then the version-independent benchmarks (wire,
 mapper, soak, load) and ``nnrp-conformance gate`` over all of it. The layout is the gate's
 (``nnrp_conformance.gate`` docstring). ``--quick`` runs the short benchmarks (the README's
-main job); without it the full ones (``scripts/regenerate-evidence`` → ``reports/``).
+main job); without it the full ones (``scripts/regenerate-evidence`` → ``reports/evidence``).
+Every file of the folder is this run's: what an earlier run wrote there goes first, and the
+run records itself (:mod:`.record`: its id, commit, start, end and cost) and says at its end
+where the folder is not one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import shutil
 import subprocess
@@ -37,6 +39,7 @@ from ..embedded import REPO_ROOT
 from ..policy import policy_path
 from ..settings import default_manifest_path
 from .builds import BackgroundBuild, environment_facts
+from .record import RunRecord, clear_earlier_run, one_run_problems
 from .steps import Step, console
 from .versions import bench, run_parity, run_versions, suite_adapter_log
 
@@ -64,16 +67,13 @@ def main(argv: Sequence[str]) -> int:
     args = p.parse_args(list(argv))
     started = time.monotonic()
     out = args.out.resolve()
-    if out.exists():
-        # Evidence is regenerated whole: a stale file from an earlier run must not pass.
-        for child in out.iterdir():
-            if child.is_dir() and (child.name.startswith("vllm-")
-                                   or child.name in ("bench", "long-runs")):
-                shutil.rmtree(child)
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    # before the builds start: whether the run starts cold is part of its record
+    record = RunRecord(command=list(argv), quick=args.quick, versions=versions)
+    clear_earlier_run(out)  # evidence is regenerated whole
     out.mkdir(parents=True, exist_ok=True)
     log: list[dict[str, Any]] = []
     step = Step(log)
-    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     shutil.copyfile(default_manifest_path(), out / MANIFEST_FILE)
     # the gate judges the evidence against the policy it was recorded for
     shutil.copyfile(policy_path(), out / POLICY_FILE)
@@ -129,7 +129,7 @@ def main(argv: Sequence[str]) -> int:
                  "--results", str(out / "bench" / f"{name}.json")],
             ),
         )
-    (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+    record.write(out, log)  # the gate lists it; rewritten with the run's end below
     console.rule("release gate")
     rc = step("release gate", lambda: subprocess.call(
         [
@@ -154,6 +154,12 @@ def main(argv: Sequence[str]) -> int:
     # of a release run come from, with the environments' build times and disk above
     log.append({"step": "release run in all (scripts/bootstrap not included)", "ok": rc == 0,
                 "seconds": round(took, 1)})
-    (out / "release-run.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+    # the cache's disk: the builds' own count when they ran here, else counted now
+    facts = next((e["environments"] for e in log if "environments" in e), {}) \
+        or environment_facts(versions)
+    cache_bytes = facts.get("cache_bytes")
+    record.write(out, log, cache_bytes=cache_bytes, ended=True)
     console.print(f"release-gate report: {out / 'release-gate.html'}")
+    for problem in one_run_problems(out):
+        console.print(f"[yellow]not this run's: {problem}[/yellow]")
     return rc if isinstance(rc, int) else 1

@@ -34,6 +34,7 @@ from ..settings import default_manifest_path
 from ..twin import TWIN_DIR, run_twin, twin_server
 from ..vllm_backend.families import limitations
 from .builds import BackgroundBuild
+from .record import SUITE_STEP, TWIN_STEP
 from .steps import Step, console
 
 #: what the latency benchmarks of a version whose run starts before the last environment is
@@ -105,7 +106,7 @@ def judge(ready: Prepared, *, quick: bool, step: Step, background: Executor) -> 
         manifest = manifest_for_vllm(version, embeddings=ready.embeddings)
         if manifest != default_manifest_path():
             shutil.copyfile(manifest, vdir / MANIFEST_FILE)
-        step(f"conformance suite against vLLM {version}",
+        step(SUITE_STEP.format(version),
              lambda: run_suite(adapter.address, manifest, vdir, ["-q"]))
         for name in ("case-results.json", "execution-plan.json"):
             if not (vdir / name).is_file():
@@ -164,7 +165,7 @@ def run_versions(versions: Sequence[str], out: Path, *, quick: bool, step: Step,
                     server.stop()
                     continue
                 # vLLM's own HTTP API on the same engine, every request compared (twin.py)
-                step(f"HTTP twin on vLLM {ready.version}",
+                step(TWIN_STEP.format(ready.version),
                      functools.partial(run_twin, ready.python, ready.model, ready.version,
                                        ready.vdir / TWIN_DIR, server=server))
         finally:

@@ -159,6 +159,8 @@ def check_schema(ctx: Context) -> None:
     if diagnostics_at:
         first = diagnostics_at[0]
         ctx.fail("event.diagnostics-field", f"{len(diagnostics_at)} event(s) carry a top-level "
-                 f"{_DIAGNOSTICS_FIELD!r} field; the profile's place for diagnostics is the "
-                 f"event's nnrp member — first: {at(seq, first)}", index=first,
+                 f"{_DIAGNOSTICS_FIELD!r} field; this suite recommends diagnostics under the "
+                 f"event's nnrp member (the profile gives them no place: its §11 only says "
+                 f"unknown diagnostic fields must be ignored) — first: {at(seq, first)}",
+                 index=first,
                  expected="nnrp.diagnostics", seen=_DIAGNOSTICS_FIELD)

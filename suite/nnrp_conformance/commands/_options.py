@@ -61,13 +61,14 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
     if several_targets:
         parser.add_argument("--target", "--nnrp-target", dest="target", required=True,
                             action="append", metavar="TARGET",
-                            help="NNRP endpoint: HOST:PORT or a scheme URL (nnrp://, tcp://, "
-                                 "…); repeat it to judge a fleet (each target on its own, "
+                            help="NNRP endpoint: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, "
+                                 "ws://); repeat it to judge a fleet (each target on its own, "
                                  "then one merged verdict)")
     else:
         parser.add_argument("--target", "--nnrp-target", dest="target",
                             required=target_required, metavar="TARGET",
-                            help="NNRP endpoint: HOST:PORT or a scheme URL (nnrp://, tcp://, …)")
+                            help="NNRP endpoint: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, "
+                                 "ws://)")
     parser.add_argument("--manifest", required=True, type=Path, metavar="PATH",
                         help="adapter capability manifest (JSON or YAML)")
     parser.add_argument("--recipes", action="append", type=Path, metavar="PATH",
