@@ -27,7 +27,7 @@ from nnrp.runtime import OperationState
 from nnrp.server import NativeServerEventKind
 from request_frame import decode_request
 from sending import OpState, Sender
-from variants import serves_discovery
+from variants import ends_stream_empty, serves_discovery
 
 #: events sent per operation between two polls, so a cancel is seen within one slice
 SLICE_EVENTS = 4
@@ -107,7 +107,8 @@ class Session(Sender):
                 return
             item = next(state.events, StopIteration)
             if item is StopIteration:
-                if plan.empty_terminal:
+                if plan.empty_terminal or ends_stream_empty(config.variant, plan.terminal,
+                                                            state.sent):
                     await self.push_empty(state)
                 elif config.variant == "nnrp-submit-errors" and plan.extra.get("invalid_submit"):
                     await self.drop_invalid_submit(state)
