@@ -96,7 +96,7 @@ def check_expected(ctx: Context) -> None:
         unseeable = not counted and ctx.obs.cancelled_at_index is not None \
             and typ not in contract.TERMINAL_EVENT_TYPES
         fields_missed = alternatives is not None and bool(candidates) and not matching
-        if fields_missed:
+        if alternatives is not None and fields_missed:
             first = candidates[0]
             ctx.fail(frule,
                      f"{label}: {typ} at or after event #{cursor} does not contain the "
