@@ -260,6 +260,10 @@ def test_a_recipes_surplus_over_the_profile_is_a_recommendation() -> None:
     bad = [*text, {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0}]
     v = _judge("level1.chat.timeout", bad, done, "success")
     assert v.outcome == "failed" and "event.schema" in {f.rule for f in v.findings}
+    # issue 43: another finding in the case never turns the ignored deadline into a failure
+    deadline = [f for f in v.findings if f.rule != "event.schema"]
+    assert deadline and {(f.rule, f.level) for f in deadline} == {
+        ("timeout.total-deadline", "non-strict")}, v.findings
 
 
 def test_beyond_profile_must_name_a_recommendation(tmp_path: Path) -> None:
