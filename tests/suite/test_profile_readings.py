@@ -102,6 +102,11 @@ READINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...], set[tuple[str, str]]
                                           "level2/responses-output-item-ordering",
                                           "level2/responses-usage"),
                       {("responses.final-body", NS)}),
+    # a drop is NNRP's own message (§8.1), listed by the contract's operationTerminalDelivery:
+    # its diagnostic may be plain text wherever the profile allows an error terminal
+    "text-drops": ((), ("level1/wire-invalid-json", "level1/envelope-wrong-schema-version",
+                        "level1/chat-timeout"),
+                   {("error.invalid-submit", NS), ("timeout.total-deadline", NS)}),
     # an invalid submit: an NNRP-level error is the profile's preferred mapping (§10)
     "nnrp-submit-errors": ((), ("level1/wire-invalid-json", "level1/wire-extra-frames",
                                 "level1/envelope-wrong-schema-version"),

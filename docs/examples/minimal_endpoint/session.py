@@ -88,7 +88,7 @@ class Session(Sender):
                 if config.variant == "timeout-cancelled":
                     await self.drop_cancelled(state, "timeout")
                     return
-                if config.variant == "timeout-drop":
+                if config.variant in ("timeout-drop", "text-drops"):
                     await self.drop_deadline(state)
                     return
                 timeout = error_plan(
@@ -110,7 +110,8 @@ class Session(Sender):
                 if plan.empty_terminal or ends_stream_empty(config.variant, plan.terminal,
                                                             state.sent):
                     await self.push_empty(state)
-                elif config.variant == "nnrp-submit-errors" and plan.extra.get("invalid_submit"):
+                elif config.variant in ("nnrp-submit-errors", "text-drops") \
+                        and plan.extra.get("invalid_submit"):
                     await self.drop_invalid_submit(state)
                 elif plan.terminal is None:
                     state.exhausted = True

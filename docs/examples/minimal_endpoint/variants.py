@@ -83,6 +83,10 @@ VARIANTS: Final = MappingProxyType(
             "its own error families (invalid_argument; unimplemented, code unimplemented, for "
             "an operation it does not serve) and no discovery operation"
         ),
+        "text-drops": (
+            "an invalid submit and an expired nnrp.timeout_ms end in NNRP drops whose "
+            "diagnostic is plain text (no profile body)"
+        ),
         "empty-success": (
             "a stream (chat or Responses) ends with an empty successful RESULT_PUSH, zero "
             "payload frames (§8.1 MAY), instead of response.completed"
