@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from nnrp_conformance import case_results, contract, rules, runner
+from nnrp_conformance import authority, case_results, contract, rules, runner
 from nnrp_conformance.checks.concurrency import Member, judge_group
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
@@ -117,7 +117,8 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[case_results.Case
             result.diagnostics.get("cancelled_after_event") is not None,
             list(result.verdict.findings), span_ns=result.span_ns,
             status_code=result.diagnostics.get("status_code"),
-            drop_reason=result.diagnostics.get("drop_reason")))
+            drop_reason=result.diagnostics.get("drop_reason"),
+            terminal_rule=authority.terminal_rule(case.expect)))
     return members
 
 

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from nnrp_conformance import contract, rules, validation
+from nnrp_conformance import authority, contract, rules, validation
 from nnrp_conformance.documents import DocumentSyntaxError, parse_document
 
 __all__ = [
@@ -77,9 +77,7 @@ class Recipe:
         """Whether this project wrote the recipe (a bundled one outside ``upstream/``): ours
         never fix more than the profile's normative text; upstream's (and a provider's own)
         may, and what they fix beyond it is judged as theirs (rules.TAG_UPSTREAM)."""
-        root = bundled_recipes_dir().resolve()
-        where = self.path.resolve()
-        return where.is_relative_to(root) and not where.is_relative_to(root / "upstream")
+        return _bundled_place(self.path) == "ours"
 
     @property
     def concurrent(self) -> list[dict[str, Any]]:
@@ -127,6 +125,15 @@ def bundled_recipes_dir() -> Path:
     except (ModuleNotFoundError, NotADirectoryError):  # pragma: no cover - defensive
         pass
     return Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _bundled_place(path: Path) -> str | None:
+    """``"ours"`` or ``"upstream"`` for a bundled recipe file, else None."""
+    root = bundled_recipes_dir().resolve()
+    where = path.resolve()
+    if not where.is_relative_to(root):
+        return None
+    return "upstream" if where.is_relative_to(root / "upstream") else "ours"
 
 
 def field_alternatives(entry: Mapping[str, Any]) -> list[Any] | None:
@@ -184,19 +191,15 @@ def _semantic_problems(path: Path, data: dict[str, Any]) -> list[RecipeProblem]:
             problems.append(RecipeProblem(
                 path, f"/expect/events/{i}/max_count",
                 f"max_count {hi} is smaller than min_count {lo}"))
-    named = [(f"/expect/events/{i}/rule", e["rule"])
-             for i, e in enumerate(data.get("expect", {}).get("events", []))
-             if isinstance(e, dict) and isinstance(e.get("rule"), str)]
     beyond = data.get("beyond_profile")
     if isinstance(beyond, dict) and isinstance(beyond.get("rule"), str):
-        named.append(("/beyond_profile/rule", beyond["rule"]))
-    for pointer, rule_id in named:
         # only a recommendation can soften a miss: a recipe cannot make a rule of its own
+        rule_id = beyond["rule"]
         rule = rules.lookup(rule_id)
         if rule is None or rule.tag != rules.TAG_RECOMMENDATION or rule.id != rule_id:
             problems.append(RecipeProblem(
-                path, pointer, f"{rule_id!r} is not a recommendation rule of the rulebook "
-                f"(docs/reference/rules.md)"))
+                path, "/beyond_profile/rule", f"{rule_id!r} is not a recommendation rule of "
+                f"the rulebook (docs/reference/rules.md)"))
     request = data.get("request", {})
     if "raw" in request and "envelope" in request:
         problems.append(RecipeProblem(
@@ -226,7 +229,14 @@ def load_recipe_file(path: Path | str) -> Recipe:
             kind = "empty" if data is None else type(data).__name__
             problems = [RecipeProblem(path, "", f"a recipe must be a mapping/object, got {kind}")]
         else:
-            problems = _schema_problems(path, data) or _semantic_problems(path, data)
+            place = _bundled_place(path)
+            if place == "upstream":  # upstream's bytes; the profile's authorities from outside
+                data, issues = authority.with_upstream_authority(data)
+                problems = [RecipeProblem(path, "/expect/events", m) for m in issues]
+            problems = problems or _schema_problems(path, data) \
+                or _semantic_problems(path, data) or [
+                    RecipeProblem(path, pointer, message) for pointer, message
+                    in authority.problems(data, ours=place == "ours")]
     if problems:
         raise RecipeError(problems)
     return Recipe(

@@ -56,15 +56,15 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "late-event-after-cancel": ("late events / cancel handling", ("chat-cancel-client",),
                                 ("cancel.late-event", "wire.partial_after_cancel", "wire.result_after_cancel",
                                  "cancel.unanswered")),
-    "cancel-wrong-drop": ("cancel handling", ("chat-cancel-client",), ("terminal.kind", "cancel.drop")),
-    "ignores-cancel-hint": ("cancel handling", ("chat-cancel-hint",), ("cancel.hint", "terminal.kind")),
+    "cancel-wrong-drop": ("cancel handling", ("chat-cancel-client",), ("cancel.terminal",)),
+    "ignores-cancel-hint": ("cancel handling", ("chat-cancel-hint",), ("cancel.hint",)),
     "bad-error-body": ("error body", ("chat-invalid-body-missing-messages",), ("error.body",)),
     # no normative document fixes a code (issue 36): the code a case maps to is this suite's
     # recommendation, failed only when the run is strict (STRICT)
     "wrong-error-code": ("error body", ("chat-invalid-body-missing-messages",),
                          ("error.code-choice",)),
     "unsupported-op-accepted": ("error placement", ("chat-unsupported-operation",),
-                                ("terminal.kind", "capability.not-claimed")),
+                                ("expect.unsupported-operation", "capability.not-claimed")),
     "wrong-usage-fields": ("usage shape", ("chat-usage-shape",), ("usage.shape", "event.schema")),
     "usage-twice": ("usage shape", ("chat-usage-shape",), ("usage.at-most-once",)),
     "capability-lies": ("capability document", ("capabilities-document",),
@@ -84,7 +84,7 @@ DEFECTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "ignores-timeout": ("NNRP policy (timeout)", ("chat-timeout",),
                         ("timeout.total-deadline", "timeout.no-terminal")),
     "accepts-bad-wire": ("wire mapping (request)", ("wire-extra-frames", "wire-wrong-payload-kind"),
-                         ("terminal.kind",)),
+                         ("expect.invalid-submit",)),
     "extension-misuse": ("extension misuse", ("chat-streaming-text",), ("event.extra-field",)),
     # an extra field that collides with a profile field or a declared extension not in effect
     # is the profile's (issue 27); one that collides with nothing is extension-misuse above
@@ -175,7 +175,10 @@ STRICT = {"ignores-timeout", "responses-no-usage", "responses-empty-push", "usag
           # the profile fixes neither (issue 30): recommendations
           "tool-calls-shared-index", "body-tool-calls-disagree",
           # the profile fixes no error code (issue 36): error.code-choice is ours
-          "wrong-error-code"}
+          "wrong-error-code",
+          # no normative text fixes the terminal after a frame cancellation (issue 43): an
+          # error drop answering the cancel is a reading; cancel.terminal recommends cancelled
+          "cancel-wrong-drop"}
 
 
 def recipe_path(stem: str) -> Path:

@@ -85,12 +85,32 @@ READINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...], set[tuple[str, str]]
     "timeout-server-error": ((), ("level1/chat-timeout",),
                              {("timeout.total-deadline", NS), ("error.code-choice", NS)}),
     "timeout-cancelled": ((), ("level1/chat-timeout",), {("timeout.total-deadline", NS)}),
-    "timeout-drop": ((), ("level1/chat-timeout",),
-                     {("timeout.total-deadline", NS), ("error.body-missing", NS)}),
+    # (the missing profile body is the recipe's response.error element, under its authority)
+    "timeout-drop": ((), ("level1/chat-timeout",), {("timeout.total-deadline", NS)}),
+    # issue 43: no normative text fixes an error family, a discovery operation or the code
+    # of an unsupported one; a stream MAY end with an empty successful terminal (§8.1)
+    "own-families": ((), ("level1/chat-invalid-body-messages-not-array",
+                          "level1/chat-unsupported-operation", "level1/capabilities-document",
+                          "upstream/chat-invalid-body.json",
+                          "upstream/chat-unsupported-operation.json"),
+                     {("error.family", NS), ("error.code-choice", NS), ("error.code", NS),
+                      ("capability.discovery", NS)}),
+    "empty-success": (("--levels", "3"), ("level1/chat-streaming-text",
+                                          "level1/chat-text-delta-ordering",
+                                          "upstream/chat-streaming-text.json",
+                                          "level2/responses-streaming-text",
+                                          "level2/responses-output-item-ordering",
+                                          "level2/responses-usage"),
+                      {("responses.final-body", NS)}),
+    # a drop is NNRP's own message (§8.1), listed by the contract's operationTerminalDelivery:
+    # its diagnostic may be plain text wherever the profile allows an error terminal
+    "text-drops": ((), ("level1/wire-invalid-json", "level1/envelope-wrong-schema-version",
+                        "level1/chat-timeout"),
+                   {("error.invalid-submit", NS), ("timeout.total-deadline", NS)}),
     # an invalid submit: an NNRP-level error is the profile's preferred mapping (§10)
     "nnrp-submit-errors": ((), ("level1/wire-invalid-json", "level1/wire-extra-frames",
                                 "level1/envelope-wrong-schema-version"),
-                           {("error.invalid-submit", NS), ("error.body-missing", NS)}),
+                           {("error.invalid-submit", NS)}),
 }
 
 

@@ -96,7 +96,11 @@ def test_an_invalid_request_is_expected_as_the_profile_reads_it() -> None:
     assert recipe("envelope-schema-version")["expect"]["events"][0]["rule"] \
         == "error.invalid-submit"
     strict = recipe("missing-messages")
-    assert "beyond_profile" not in strict and "rule" not in strict["expect"]["events"][0]
+    # issue 43: each element names its authority; only the error terminal is the profile's
+    assert "beyond_profile" not in strict
+    assert strict["expect"]["terminal_rule"] == "expect.invalid-request"
+    assert (strict["expect"]["events"][0]["rule"], strict["expect"]["events"][0]["fields_rule"]) \
+        == ("error.body-missing", "error.family")
 
 
 def test_shrinking_keeps_the_failure_and_the_family() -> None:

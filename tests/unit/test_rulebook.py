@@ -186,10 +186,14 @@ def test_a_code_upstreams_recipe_expects_is_non_strict_and_named() -> None:
 
 
 def test_what_the_profile_fixes_stays_strict() -> None:
-    # the family a recipe names for an invalid body: a server_error is a wrong family
+    # an invalid body is not served (§10): a success fails, citing the quote
+    done = {"type": contract.EV_COMPLETED, "body": {}}
+    v = _judge("level1.chat.invalid-body.messages-not-array", [], done, "success")
+    assert v.outcome == "failed" and ("expect.invalid-request", "failed") in _rules_levels(v)
+    # the family a recipe names for it is not the profile's (issue 43): another is non-strict
     v = _judge("level1.chat.invalid-body.messages-not-array", [],
                _err("bad_messages", "server_error"), "error")
-    assert v.outcome == "failed" and ("sequence.expected", "failed") in _rules_levels(v)
+    assert v.outcome == "passed" and ("error.family", "non-strict") in _rules_levels(v)
     # a required field of an event the profile defines
     text = {"type": contract.EV_OUTPUT_TEXT_DELTA, "delta": "hi"}
     v = _judge("level1.chat.streaming-text", [text], {"type": contract.EV_COMPLETED, "body": {}},
@@ -260,6 +264,10 @@ def test_a_recipes_surplus_over_the_profile_is_a_recommendation() -> None:
     bad = [*text, {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0}]
     v = _judge("level1.chat.timeout", bad, done, "success")
     assert v.outcome == "failed" and "event.schema" in {f.rule for f in v.findings}
+    # issue 43: another finding in the case never turns the ignored deadline into a failure
+    deadline = [f for f in v.findings if f.rule != "event.schema"]
+    assert deadline and {(f.rule, f.level) for f in deadline} == {
+        ("timeout.total-deadline", "non-strict")}, v.findings
 
 
 def test_beyond_profile_must_name_a_recommendation(tmp_path: Path) -> None:

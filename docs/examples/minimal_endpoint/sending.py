@@ -136,6 +136,11 @@ class Sender:
         except NativeRuntimeError as exc:
             log(f"two-terminals: second terminal refused by the runtime: {exc}")
 
+    def drop_text(self, text: str) -> bytes:
+        """An NNRP drop's diagnostic: empty, or plain text with the ``text-drops`` variant
+        (the drop is NNRP's own message, §8.1; no profile document makes it JSON)."""
+        return text.encode() if self.config.variant == "text-drops" else b""
+
     async def drop_invalid_submit(self, state: OpState) -> None:
         """An invalid submit (§6.1) ended at the NNRP level, the profile's preferred mapping
         of a malformed frame (§10): CAPABILITY_MISMATCH, no profile body."""
@@ -143,9 +148,9 @@ class Sender:
         state.finished = True
         metadata = ResultDropReasonMetadata(
             op.operation_id, state.sent + 1, ResultDropReasonCode.CAPABILITY_MISMATCH,
-            RuntimeRole.SERVER, 0, 0,
+            RuntimeRole.SERVER, 0, len(diag := self.drop_text("invalid submit")),
         )
-        await op.send_result_drop(metadata, b"")
+        await op.send_result_drop(metadata, diag)
 
     async def drop_deadline(self, state: OpState) -> None:
         """An NNRP-level end for an expired deadline: DEADLINE_EXPIRED, no profile body."""
@@ -153,9 +158,9 @@ class Sender:
         state.finished = True
         metadata = ResultDropReasonMetadata(
             op.operation_id, state.sent + 1, ResultDropReasonCode.DEADLINE_EXPIRED,
-            RuntimeRole.SERVER, 0, 0,
+            RuntimeRole.SERVER, 0, len(diag := self.drop_text("deadline expired")),
         )
-        await op.send_result_drop(metadata, b"")
+        await op.send_result_drop(metadata, diag)
 
     async def drop_cancelled(self, state: OpState, reason: str) -> None:
         op = state.op

@@ -27,7 +27,7 @@ from nnrp.runtime import OperationState
 from nnrp.server import NativeServerEventKind
 from request_frame import decode_request
 from sending import OpState, Sender
-from variants import serves_discovery
+from variants import ends_stream_empty, serves_discovery
 
 #: events sent per operation between two polls, so a cancel is seen within one slice
 SLICE_EVENTS = 4
@@ -88,7 +88,7 @@ class Session(Sender):
                 if config.variant == "timeout-cancelled":
                     await self.drop_cancelled(state, "timeout")
                     return
-                if config.variant == "timeout-drop":
+                if config.variant in ("timeout-drop", "text-drops"):
                     await self.drop_deadline(state)
                     return
                 timeout = error_plan(
@@ -107,9 +107,11 @@ class Session(Sender):
                 return
             item = next(state.events, StopIteration)
             if item is StopIteration:
-                if plan.empty_terminal:
+                if plan.empty_terminal or ends_stream_empty(config.variant, plan.terminal,
+                                                            state.sent):
                     await self.push_empty(state)
-                elif config.variant == "nnrp-submit-errors" and plan.extra.get("invalid_submit"):
+                elif config.variant in ("nnrp-submit-errors", "text-drops") \
+                        and plan.extra.get("invalid_submit"):
                     await self.drop_invalid_submit(state)
                 elif plan.terminal is None:
                     state.exhausted = True

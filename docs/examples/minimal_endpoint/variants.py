@@ -86,6 +86,19 @@ VARIANTS: Final = MappingProxyType(
             "a prompt over 128 words answered with vLLM's context-length error, as the "
             "upstream adapter passes it on (invalid_backend_request): context_window.py"
         ),
+        # issue 43: choices the profile leaves open, taken the other way from ours
+        "own-families": (
+            "its own error families (invalid_argument; unimplemented, code unimplemented, for "
+            "an operation it does not serve) and no discovery operation"
+        ),
+        "text-drops": (
+            "an invalid submit and an expired nnrp.timeout_ms end in NNRP drops whose "
+            "diagnostic is plain text (no profile body)"
+        ),
+        "empty-success": (
+            "a stream (chat or Responses) ends with an empty successful RESULT_PUSH, zero "
+            "payload frames (§8.1 MAY), instead of response.completed"
+        ),
     }
 )
 
@@ -180,7 +193,19 @@ def _timeout_family(event: dict[str, Any], _op: int) -> dict[str, Any]:
     return event
 
 
+def _own_family(event: dict[str, Any], _op: int) -> dict[str, Any]:
+    """The contract makes error.type any non-empty string: families of its own."""
+    err = event.get("error")
+    if not isinstance(err, dict):
+        return event
+    if err.get("code") == "unsupported_operation":
+        return _error(event, type="unimplemented", code="unimplemented")
+    return _error(event, type="invalid_argument") \
+        if err.get("type") == "invalid_request_error" else event
+
+
 _RESTYLES: Final = MappingProxyType({
+    "own-families": _own_family,
     "unstated-flags": lambda event, _op: _unstated_flags(event),
     "error-param": lambda event, _op: _error(event, param=None),
     "own-codes": _own_code,
@@ -198,4 +223,10 @@ _RESTYLES: Final = MappingProxyType({
 
 
 def serves_discovery(variant: str | None) -> bool:
-    return variant != "upstream-names"
+    return variant not in ("upstream-names", "own-families")
+
+
+def ends_stream_empty(variant: str | None, terminal: dict[str, Any] | None, sent: int) -> bool:
+    """The ``empty-success`` variant: a success after streamed events ends empty (§8.1)."""
+    return variant == "empty-success" and sent > 0 and isinstance(terminal, dict) \
+        and terminal.get("type") == "response.completed"

@@ -13,7 +13,7 @@ here trusts the endpoint's self-report: the input is the decoded traffic the sui
 
 Always-on checks (rule ids): ``wire.*`` (the client's wire findings), ``event.decode``,
 ``event.schema``, ``terminal.exactly-once``, ``terminal.kind``, ``terminal.after``,
-``sequence.expected``, ``order.tool-call``, ``tool-call.arguments``, ``tool-call.index-unique``,
+the recipe's expectations (each under its authority: authority.py), ``order.tool-call``, ``tool-call.arguments``, ``tool-call.index-unique``,
 ``tool-call.body-agreement``, ``usage.at-most-once``,
 ``error.body``, ``error.code``, ``nonstreaming.single-result``, ``nonstreaming.body``,
 ``cancel.not-sent``, ``cancel.unanswered``, ``cancel.late-event``, ``cancel.hint``, ``capability.not-claimed``,
@@ -31,7 +31,8 @@ its type at or after the cursor that contain ``fields``, or one of its ``fields_
 (recursive subset; arrays match element-wise as a prefix; scalars equal, ``true`` is not
 ``1``), are counted; at least
 ``min_count`` (default 1, or 0 when ``optional``) are needed and at most ``max_count`` of
-that type may follow the cursor. The cursor then moves past the ``min_count``-th match, or
+that type may follow the cursor (an entry whose fields have another authority than its
+presence counts every event of its type for the presence and reports the fields apart). The cursor then moves past the ``min_count``-th match, or
 past the first match of an optional entry that is present, so optional entries are order-
 and field-checked too.
 

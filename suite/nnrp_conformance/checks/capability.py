@@ -87,26 +87,28 @@ def _judge_document(ctx: Context, doc: dict[str, Any], *, index: int | None) -> 
 
 
 def discovery_missing(ctx: Context) -> bool:
-    """The endpoint answered the discovery operation as one it does not serve."""
-    term = ctx.obs.terminal_event
-    err = term.get("error") if type_of(term) == contract.EV_ERROR else None
+    """The endpoint answered the discovery operation as one it does not serve: with any
+    error terminal (any code, or a drop without a profile body). The profile names no
+    discovery operation and no code for an unsupported one (its §10 asks for an error)."""
     return (ctx.case.operation == contract.OP_CAPABILITIES_GET
-            and ctx.obs.terminal_kind == contract.TERMINAL_ERROR and isinstance(err, dict)
-            and err.get("code") == contract.ERR_UNSUPPORTED_OPERATION)
+            and ctx.obs.terminal_kind == contract.TERMINAL_ERROR)
 
 
 def judge_missing_discovery(ctx: Context) -> None:
     """No discovery operation: non-strict (the profile says nowhere how to fetch the
-    document, and prescribes unsupported_operation for an operation not advertised); the
-    document is judged from the file the provider gave, if any."""
+    document); the document is judged from the file the provider gave, if any."""
     for check in (check_wire, check_exception, check_decode, check_schema, check_after_terminal,
                   check_errors, check_timeout):
         check(ctx)
     op = contract.OP_CAPABILITIES_GET
+    term = ctx.obs.terminal_event
+    err = term.get("error") if type_of(term) == contract.EV_ERROR else None
+    code = err.get("code") if isinstance(err, dict) else None
+    how = f"error code {code!r}" if code is not None else "an error terminal without a " \
+        "profile error body"
     ctx.fail("capability.discovery", f"the endpoint does not serve the discovery operation "
-             f"{op} (it answered unsupported_operation)", index=ctx.obs.terminal_index,
-             expected=f"{op} answered with response.completed{{body: document}}",
-             seen=contract.ERR_UNSUPPORTED_OPERATION)
+             f"{op} (it answered with {how})", index=ctx.obs.terminal_index,
+             expected=f"{op} answered with response.completed{{body: document}}", seen=code)
     doc = ctx.capability_document
     if ctx.capability_file and isinstance(doc, dict):
         ctx.note("capability.discovery", f"capability document judged from the file "

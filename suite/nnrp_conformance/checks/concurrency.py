@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nnrp_conformance import contract, rules
+from nnrp_conformance import authority, contract, rules
 from nnrp_conformance.checks.context import show, type_of
 from nnrp_conformance.checks.refusals import refusal_named
 from nnrp_conformance.findings import Finding
@@ -72,6 +72,8 @@ class Member:
     drop_reason: Any = None
     #: the endpoint refused its admission (set by :func:`mark_refusals`)
     refused: bool = False
+    #: the rule its recipe's expected terminal kind is judged under (authority.py)
+    terminal_rule: str = authority.DEFAULT_TERMINAL_RULE
 
 
 def _overlapped(member: Member, other: Member) -> bool:
@@ -102,10 +104,11 @@ def _finding(rule: str, message: str, *, strict: bool, index: int | None = None,
 
 
 def _wrong_kind(member: Member) -> bool:
-    """The operation's own checks failed its terminal kind (``terminal.kind``): a terminal a
-    reading of its recipe allows (``beyond_profile``, a refusal) is never another's."""
-    return any(f.rule == "terminal.kind" and f.level == rules.LEVEL_FAILED
-               for f in member.findings)
+    """The operation's own checks failed its terminal kind (``terminal.kind``, or the
+    recipe's ``terminal_rule`` when it is strict): a terminal a reading of its recipe allows
+    (a non-strict authority, ``beyond_profile``, a refusal) is never another's."""
+    return any(f.rule in ("terminal.kind", member.terminal_rule)
+               and f.level == rules.LEVEL_FAILED for f in member.findings)
 
 
 def _final(ev: Any) -> dict[str, Any] | None:

@@ -102,8 +102,11 @@ def check_errors(ctx: Context) -> None:
                          f"fixes a code (upstream's runner would fail this) — {at(seq, i)}",
                          index=i, expected=sorted(expected_codes), seen=code,
                          about=recipe.path.name)
+    expects_body = any(e.get("type") == contract.EV_ERROR
+                       for e in (ctx.case.expect or {}).get("events") or ())
     if ctx.obs.terminal_kind == contract.TERMINAL_ERROR and ctx.obs.terminal_event is None \
-            and ctx.case.expected_terminal == contract.TERMINAL_ERROR:
-        # the profile: "NNRP error plus profile error object where available" (§7)
+            and ctx.case.expected_terminal == contract.TERMINAL_ERROR and not expects_body:
+        # the profile: "NNRP error plus profile error object where available" (§7); a
+        # recipe's own response.error expectation reports it under its authority instead
         ctx.fail("error.body-missing", "the error terminal carries no profile error body "
                  "(response.error)", expected=contract.EV_ERROR, seen=None)

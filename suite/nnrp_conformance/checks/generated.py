@@ -6,8 +6,8 @@
   surrogate (a character split in two across deltas, say).
 * :func:`judge_generated`: a *valid* generated request (family ``valid`` or ``sequence``)
   may be refused: the profile allows an endpoint's errors. When the endpoint's own
-  terminal is a well-formed ``response.error`` and only the expectation (``terminal.kind``,
-  ``sequence.expected``) failed, the refusal is judged by two recommendations instead:
+  terminal is a well-formed ``response.error`` and only the expectations (their authorities'
+  rules, authority.py) failed, the refusal is judged by two recommendations instead:
   ``generated.server-error`` (a ``server_error``) and ``generated.refusal-unnamed`` (an
   ``invalid_request_error`` that names neither a field of the request, nor a ``param``, nor
   a code of its own). A stream that ended before the generated cancel point proves nothing
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnrp_conformance import contract, rules
+from nnrp_conformance import authority, contract, rules
 from nnrp_conformance.checks.context import Context, chat_completion_body, type_of
 from nnrp_conformance.checks.model import Finding
 
@@ -31,7 +31,6 @@ __all__ = ["check_stop", "check_text_unicode", "generated_family", "judge_genera
 #: codes that say only "the request is invalid": a refusal with one must name the field
 GENERIC_CODES = frozenset({None, "", "invalid_request", "invalid_body", "bad_request",
                            "invalid_request_error", "BadRequestError", "400"})
-_EXPECTATION_RULES = frozenset({"terminal.kind", "sequence.expected"})
 _VALID_FAMILIES = frozenset({"valid", "sequence"})
 
 
@@ -106,15 +105,15 @@ def judge_generated(ctx: Context) -> None:
     if generated_family(ctx.case) not in _VALID_FAMILIES or ctx.obs.terminal_kind is None:
         return
     failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
-    if not failed or any(f.rule not in _EXPECTATION_RULES | {"cancel.not-sent"}
-                         for f in failed):
+    expected = authority.expectation_rules(ctx.case.expect)
+    if not failed or any(f.rule not in expected | {"cancel.not-sent"} for f in failed):
         return
     term = ctx.obs.terminal_event
     if ctx.obs.terminal_kind == contract.TERMINAL_SUCCESS and any(
             f.rule == "cancel.not-sent" for f in ctx.findings):
         # the generator's cancel point was past the answer's end: nothing to judge
         ctx.findings = [f for f in ctx.findings
-                        if f.rule not in _EXPECTATION_RULES and f.rule != "cancel.not-sent"]
+                        if f.rule not in expected and f.rule != "cancel.not-sent"]
         return
     if ctx.obs.terminal_kind != contract.TERMINAL_ERROR or type_of(term) != contract.EV_ERROR:
         return
@@ -122,7 +121,7 @@ def judge_generated(ctx: Context) -> None:
     if not isinstance(err, dict):
         return
     ctx.findings = [f for f in ctx.findings
-                    if f.rule not in _EXPECTATION_RULES and f.rule != "cancel.not-sent"]
+                    if f.rule not in expected and f.rule != "cancel.not-sent"]
     if err.get("type") == "server_error":
         ctx.fail("generated.server-error", f"a valid request was answered with a server_error "
                  f"(code {err.get('code')!r}: {str(err.get('message'))[:200]})",

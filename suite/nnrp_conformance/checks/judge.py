@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nnrp_conformance import contract, rules
+from nnrp_conformance import authority, contract, rules
 from nnrp_conformance.checks.bodies import check_nonstreaming
 from nnrp_conformance.checks.cancel import check_cancel, check_cancel_reason
 from nnrp_conformance.checks.capability import (
@@ -110,26 +110,30 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
     return _verdict(ctx)
 
 
-#: the expectation rules a recipe's declared surplus may account for (nothing else)
-_EXPECTATION_RULES = frozenset(("terminal.kind", "sequence.expected"))
-
-
 def judge_beyond_profile(ctx: Context) -> None:
     """A recipe that expects more than the profile (``beyond_profile``): a valid answer, ended
-    by the endpoint's own terminal of any kind, that fails only the recipe's expectations is
-    judged under the recipe's recommendation rule (non-strict unless strict) instead of
-    failed. (An expired ``nnrp.timeout_ms`` may end in an error of any family, a deadline
-    drop or a cancel; an ignored hint in a full answer: docs/verdicts.md#readings.)"""
+    by the endpoint's own terminal of any kind, that misses only the recipe's expectations is
+    judged once, under the recipe's recommendation rule (non-strict unless strict), with the
+    recipe's reading. Each element already carries its own authority (authority.py), so a
+    surplus element is non-strict whatever else the case found; this only words the verdict
+    and softens a strict element the surplus made unreachable. (An expired
+    ``nnrp.timeout_ms`` may end in an error of any family, a deadline drop or a cancel; an
+    ignored hint in a full answer: docs/verdicts.md#readings.)"""
     beyond = getattr(ctx.case, "beyond_profile", None)
     if not beyond or ctx.obs.terminal_kind is None:
         return
+    expected = authority.expectation_rules(ctx.case.expect)
     # only the profile's own failures decide (a recommendation failed by --strict stays as it
-    # is, and never turns the recipe's surplus back into the profile's terminal.kind)
+    # is, and never turns the recipe's surplus back into a profile failure)
     failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED
               and (rule := rules.lookup(f.rule)) is not None and rule.tag == rules.TAG_PROFILE]
-    if not failed or any(f.rule not in _EXPECTATION_RULES for f in failed):
+    if any(f.rule not in expected for f in failed):
         return
-    ctx.findings = [f for f in ctx.findings if f not in failed]
+    mine = [f for f in ctx.findings if f.rule in expected
+            and (f in failed or f.rule == beyond["rule"])]
+    if not mine:
+        return
+    ctx.findings = [f for f in ctx.findings if f not in mine]
     how = "" if ctx.obs.terminal_kind == ctx.case.expected_terminal \
         else f" (it expects the {ctx.case.expected_terminal} terminal)"
     ctx.fail(beyond["rule"], f"the endpoint {ending(ctx.obs)}: a valid profile answer, not what "

@@ -1,6 +1,7 @@
 """Checks on the order and content of the events: the recipe's ``expect.events`` matched with
-one forward cursor (``sequence.expected``; an entry's ``fields_any_of`` accepts any one of its
-field subsets), tool-call ordering (``order.tool-call``,
+one forward cursor, each miss judged under the element's authority (``authority.py``: an
+``expect.*`` profile rule, a recommendation, or upstream's ``sequence.expected``; an entry's
+``fields_any_of`` accepts any one of its field subsets), tool-call ordering (``order.tool-call``,
 ``tool-call.arguments``), one usage summary (``usage.at-most-once``) and the named checks
 ``usage-shape`` (``usage.shape``) and ``text-order`` (``order.text-index``)."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nnrp_conformance import contract
+from nnrp_conformance import authority, contract
 from nnrp_conformance.checks.context import (
     Context,
     at,
@@ -78,39 +79,43 @@ def check_expected(ctx: Context) -> None:
     for k, entry in enumerate(ctx.case.expect.get("events") or ()):
         typ = entry["type"]
         alternatives = _expected_fields(typ, entry)
-        # an expectation beyond the profile names the recommendation a miss breaks
-        rule = entry.get("rule", "sequence.expected")
+        # each element is judged under its own authority (authority.py): the entry's
+        # presence and counts under its rule, the fields it pins under its fields_rule
+        rule, frule = authority.entry_rule(entry), authority.fields_rule(entry)
         need = _entry_count(entry)
         candidates = [i for i in range(cursor, len(seq)) if type_of(seq[i]) == typ]
         matching = [i for i in candidates if alternatives is None
                     or any(json_contains(seq[i], fields) for fields in alternatives)]
+        # fields under another authority than the presence: an event of the type counts
+        # for the presence even when it misses them
+        counted = candidates if frule != rule else matching
         label = f"expect.events[{k}] ({typ}" + (", optional" if entry.get("optional") else "") \
             + ")"
         # after our cancel nnrp-py drops the operation's queued partials (docs/verdicts.md
         # #cancel): a partial event never seen is not the endpoint's fault; a terminal is
-        unseeable = not matching and ctx.obs.cancelled_at_index is not None \
+        unseeable = not counted and ctx.obs.cancelled_at_index is not None \
             and typ not in contract.TERMINAL_EVENT_TYPES
-        if (len(matching) < need and not unseeable) or (candidates and not matching):
-            if candidates and alternatives is not None and not matching:
-                first = candidates[0]
-                ctx.fail(rule,
-                         f"{label}: {typ} at or after event #{cursor} does not contain the "
-                         f"expected fields: {_mismatches(seq[first], alternatives)} — "
-                         f"{at(seq, first)}",
-                         index=first, expected=_shown(alternatives), seen=seq[first])
-            else:
-                earlier = [i for i in range(cursor) if type_of(seq[i]) == typ]
-                where = (f"; {len(earlier)} earlier one(s) out of order (first at #{earlier[0]})"
-                         if earlier else "")
-                ctx.fail(rule,
-                         f"{label}: expected at least {need} {typ} at or after event #{cursor}, "
-                         f"seen {len(matching)}{where}; observed types: "
-                         f"{[type_of(e) for e in seq]}",
-                         index=cursor if cursor < len(seq) else None,
-                         expected={"type": typ, "min_count": need,
-                                   "fields": None if alternatives is None
-                                   else _shown(alternatives)},
-                         seen=len(matching))
+        fields_missed = alternatives is not None and bool(candidates) and not matching
+        if alternatives is not None and fields_missed:
+            first = candidates[0]
+            ctx.fail(frule,
+                     f"{label}: {typ} at or after event #{cursor} does not contain the "
+                     f"expected fields: {_mismatches(seq[first], alternatives)} — "
+                     f"{at(seq, first)}",
+                     index=first, expected=_shown(alternatives), seen=seq[first])
+        if len(counted) < need and not unseeable and not (fields_missed and frule == rule):
+            earlier = [i for i in range(cursor) if type_of(seq[i]) == typ]
+            where = (f"; {len(earlier)} earlier one(s) out of order (first at #{earlier[0]})"
+                     if earlier else "")
+            ctx.fail(rule,
+                     f"{label}: expected at least {need} {typ} at or after event #{cursor}, "
+                     f"seen {len(counted)}{where}; observed types: "
+                     f"{[type_of(e) for e in seq]}",
+                     index=cursor if cursor < len(seq) else None,
+                     expected={"type": typ, "min_count": need,
+                               "fields": None if alternatives is None or frule != rule
+                               else _shown(alternatives)},
+                     seen=len(counted))
         hi = entry.get("max_count")
         if hi is not None and len(candidates) > hi:
             extra = candidates[hi]
@@ -118,10 +123,10 @@ def check_expected(ctx: Context) -> None:
                      f"{label}: at most {hi} {typ} expected at or after event #{cursor}, "
                      f"seen {len(candidates)} — first extra: {at(seq, extra)}",
                      index=extra, expected=hi, seen=len(candidates))
-        if need > 0 and len(matching) >= need:
-            cursor = matching[need - 1] + 1
-        elif need == 0 and matching:
-            cursor = matching[0] + 1
+        if need > 0 and len(counted) >= need:
+            cursor = counted[need - 1] + 1
+        elif need == 0 and counted:
+            cursor = counted[0] + 1
 
 
 def check_tool_calls(ctx: Context) -> None:

@@ -1,11 +1,12 @@
-"""Checks on how an operation ends: exactly one terminal of the expected kind carrying the
-matching event (``terminal.exactly-once``, ``terminal.kind``), nothing after it
+"""Checks on how an operation ends: exactly one terminal carrying its kind's own event
+(``terminal.exactly-once``, ``terminal.kind``), of the kind the recipe expects (judged under
+the recipe's ``terminal_rule``: authority.py), nothing after it
 (``terminal.after``, ``cancel.late-event``), and the stream that never ended
 (``timeout.silence``, ``timeout.no-terminal``, ``flood.max-events``)."""
 
 from __future__ import annotations
 
-from nnrp_conformance import contract
+from nnrp_conformance import authority, contract
 from nnrp_conformance.checks.cancel import limit_that_ended
 from nnrp_conformance.checks.context import Context, at, show, type_of
 
@@ -43,7 +44,8 @@ def check_terminal(ctx: Context) -> None:
         why = (f"; the endpoint's terminal reached the client before its cancel could be sent "
                f"in each of {lost} attempts (the answer ended before the cancel point)"
                if lost else "")
-        ctx.fail("terminal.kind", f"terminal is {obs.terminal_kind!r}, the recipe expects "
+        ctx.fail(authority.terminal_rule(ctx.case.expect),
+                 f"terminal is {obs.terminal_kind!r}, the recipe expects "
                  f"{expected!r}" + (f" — {at(seq, len(obs.events))}" if term else "") + why,
                  index=obs.terminal_index, expected=expected, seen=obs.terminal_kind)
     if term is not None and type_of(term) in contract.TERMINAL_EVENT_TYPES:

@@ -30,12 +30,20 @@ SHORT_NAMES = {
     contract.OP_EMBEDDINGS_CREATE: "embeddings",
 }
 _MODEL = "${MODEL_ID}"
-_EXPECT_SUCCESS: dict[str, Any] = {"events": [], "terminal": contract.TERMINAL_SUCCESS}
+# each expectation names its authority (authority.py): what the profile makes mandatory
+# (a valid request served, an invalid one not) is strict; the response.error body and its
+# family are this project's recommendations, the terminal after a cancel a reading
+_EXPECT_SUCCESS: dict[str, Any] = {"events": [], "terminal": contract.TERMINAL_SUCCESS,
+                                   "terminal_rule": "expect.success"}
 _EXPECT_INVALID: dict[str, Any] = {
-    "events": [{"type": contract.EV_ERROR, "min_count": 1,
-                "fields": {"error": {"type": "invalid_request_error"}}}],
+    "events": [{"type": contract.EV_ERROR, "min_count": 1, "rule": "error.body-missing",
+                "fields": {"error": {"type": "invalid_request_error"}},
+                "fields_rule": "error.family"}],
     "terminal": contract.TERMINAL_ERROR,
+    "terminal_rule": "expect.invalid-request",
 }
+_EXPECT_CANCELLED: dict[str, Any] = {"events": [], "terminal": contract.TERMINAL_CANCELLED,
+                                     "terminal_rule": "cancel.terminal"}
 
 
 def _with_placeholder(body: dict[str, Any], model: str) -> dict[str, Any]:
@@ -58,7 +66,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
                 model: str) -> dict[str, Any]:
     """The recipe document of ``draft`` (validated: a generated recipe is always valid)."""
     request: dict[str, Any] = {"body": _with_placeholder(draft.body, model)}
-    expect = _EXPECT_SUCCESS
+    expect = copy.deepcopy(_EXPECT_SUCCESS)
     generated: dict[str, Any] = {"family": draft.family, "seed": seed, "index": index}
     what = f"a {draft.family} {draft.operation} request"
     data: dict[str, Any] = {}
@@ -71,6 +79,11 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         expect = copy.deepcopy(_EXPECT_INVALID)
         if mutation.event_rule is not None:
             expect["events"][0]["rule"] = mutation.event_rule
+        if mutation.event_rule == "error.invalid-submit":  # a submit §6.1 makes invalid
+            expect["terminal_rule"] = "expect.invalid-submit"
+        if not mutation.strict:  # OpenAI's request semantics: every element its reading
+            expect["terminal_rule"] = expect["events"][0]["rule"] = \
+                "generated.invalid-accepted"
         generated["mutation"] = draft.mutation
         what = f"an invalid {draft.operation} request: {mutation.description}"
         if not mutation.strict:
@@ -81,7 +94,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
                            "them; answering it is shown, not failed"}
     if draft.cancel_after is not None:
         request["cancel"] = {"after_events": draft.cancel_after}
-        expect = {"events": [], "terminal": contract.TERMINAL_CANCELLED}
+        expect = copy.deepcopy(_EXPECT_CANCELLED)
         what += f", cancelled by the client after {draft.cancel_after} event(s)"
     out: dict[str, Any] = {
         "id": case_id,
@@ -104,7 +117,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         out["concurrent"] = [
             {"name": f"op-{i + 1}", "operation": c.operation,
              "request": {"body": _with_placeholder(c.body, model)},
-             "expect": _EXPECT_SUCCESS} for i, c in enumerate(draft.companions)]
+             "expect": copy.deepcopy(_EXPECT_SUCCESS)} for i, c in enumerate(draft.companions)]
     validation.check("recipe", out)
     return out
 
