@@ -45,7 +45,7 @@ CHECK_RULES: Mapping[str, tuple[str, ...]] = {
     "text-order": ("order.text-index",),
 }
 #: the keys under which a recipe names a rule id
-_RULE_KEYS = frozenset({"rule", "rules"})
+_RULE_KEYS = frozenset({"rule", "rules", "fields_rule", "terminal_rule"})
 _RULE_ID = re.compile(r"^[a-z][a-z0-9_.-]*$")
 #: a profile-design section in a recipe's ``rule:`` line (not the adapter design's); the
 #: section sign is written as its escape so this pattern is not read as a citation
