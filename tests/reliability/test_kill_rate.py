@@ -175,7 +175,9 @@ STRICT = {"ignores-timeout", "responses-no-usage", "responses-empty-push", "usag
           # the profile fixes neither (issue 30): recommendations
           "tool-calls-shared-index", "body-tool-calls-disagree",
           # the profile fixes no error code (issue 36): error.code-choice is ours
-          "wrong-error-code"}
+          "wrong-error-code",
+          # the profile requires a usage and names no count (issue 43): usage.shape is ours
+          "wrong-usage-fields"}
 
 
 def recipe_path(stem: str) -> Path:
