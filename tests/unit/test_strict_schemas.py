@@ -295,3 +295,31 @@ def test_a_response_bodys_usage_counts_are_a_recommendation() -> None:
     v = judged("level2.responses.usage", events, {"type": contract.EV_COMPLETED,
                                                   "body": {**body, "usage": 5}})
     assert ("responses.body", FAILED) in {(f.rule, f.level) for f in v.findings}
+
+
+# --- the capability document: §13 shows it by example; its closed objects and lengths are ours
+
+
+def _capability_verdict(doc: dict[str, Any]) -> Any:
+    return judged("level1.capabilities.document", [],
+                  {"type": contract.EV_COMPLETED, "body": doc})
+
+
+CAPS = {"profile": contract.PROFILE, "schema_version": contract.SCHEMA_VERSION,
+        "compatibility_levels": [1, 2], "operations": MANIFEST.data["operations"],
+        "models": [{"id": "tiny"}]}
+
+
+def test_a_capability_document_with_openais_model_fields_passes_with_a_note() -> None:
+    doc = {**CAPS, "models": [{"id": "tiny", "object": "model", "created": 1, "owned_by": "o"}],
+           "adapter": "a" * 300}
+    v = _capability_verdict(doc)
+    assert v.outcome == "passed", v.findings
+    assert {(f.rule, f.level) for f in v.findings} == {("capability.document-recommended", NS)}
+    assert _capability_verdict(CAPS).findings == []
+
+
+def test_a_capability_document_missing_what_it_needs_still_fails() -> None:
+    doc = {k: v for k, v in CAPS.items() if k != "compatibility_levels"}
+    v = _capability_verdict(doc)
+    assert ("capability.document", FAILED) in {(f.rule, f.level) for f in v.findings}
