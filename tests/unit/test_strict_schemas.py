@@ -323,3 +323,10 @@ def test_a_capability_document_missing_what_it_needs_still_fails() -> None:
     doc = {k: v for k, v in CAPS.items() if k != "compatibility_levels"}
     v = _capability_verdict(doc)
     assert ("capability.document", FAILED) in {(f.rule, f.level) for f in v.findings}
+
+
+def test_the_recommended_usage_is_the_contracts_name_sets() -> None:
+    """event.usage's ``$defs/usage`` and contract.USAGE_NAME_SETS say one thing."""
+    usage = validation.load_schema("event.usage")["$defs"]["usage"]
+    sets = [(*alt["required"], *usage["required"]) for alt in usage["anyOf"]]
+    assert sets == list(contract.USAGE_NAME_SETS)
