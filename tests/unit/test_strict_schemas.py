@@ -198,12 +198,14 @@ TEXT = {"type": contract.EV_OUTPUT_TEXT_DELTA, "index": 0, "delta": "hi"}
     ([TEXT, {"type": contract.EV_CANCELLED, "reason": {"source": "client"}}],
      contract.TERMINAL_CANCELLED, {("event.value-limit", NS)}),
     # a usage with a cost beside its counts, or without total_tokens: the profile requires a
-    # usage (usage.shape, a recommendation, is the named check's: not run on a recording)
+    # usage and names no count
     ([TEXT, {"type": contract.EV_USAGE, "usage": {"input_tokens": 1, "output_tokens": 2,
                                                   "total_tokens": 3, "cost": 0.001}},
-      {"type": contract.EV_COMPLETED, "body": {}}], contract.TERMINAL_SUCCESS, set()),
+      {"type": contract.EV_COMPLETED, "body": {}}], contract.TERMINAL_SUCCESS,
+     {("usage.shape", NS)}),
     ([TEXT, {"type": contract.EV_USAGE, "usage": {"input_tokens": 1, "output_tokens": 2}},
-      {"type": contract.EV_COMPLETED, "body": {}}], contract.TERMINAL_SUCCESS, set()),
+      {"type": contract.EV_COMPLETED, "body": {}}], contract.TERMINAL_SUCCESS,
+     {("usage.shape", NS)}),
     # an error of the endpoint's own family and code: the contract's shape, non-empty strings
     ([{"type": contract.EV_ERROR, "error": {"type": "invalid_argument", "code": "unimplemented",
                                             "message": "no"}}], contract.TERMINAL_ERROR,
