@@ -153,9 +153,10 @@ ERROR_CODES: Final = MappingProxyType(
 #: stands for them. The rest of ERROR_CODES is this project's recommendation.
 UPSTREAM_RECIPE_ERROR_CODES: Final = ("missing_messages", "unsupported_operation",
                                       "backend_error")
-#: the two names the profile's documents give a usage's counts (input, output, total): its
+#: the two names the profile's examples give a usage's counts (input, output, total): its
 #: §11 example (input_tokens / output_tokens) and its §8 example, OpenAI's chat names
-#: (prompt_tokens / completion_tokens). Either is a reading of the profile.
+#: (prompt_tokens / completion_tokens). The profile requires a usage and names no count: these
+#: are this suite's recommendation (usage.shape, event.usage's ``$defs/usage``), either set.
 USAGE_NAME_SETS: Final = (
     ("input_tokens", "output_tokens", "total_tokens"),
     ("prompt_tokens", "completion_tokens", "total_tokens"),

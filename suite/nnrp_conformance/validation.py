@@ -31,6 +31,7 @@ __all__ = [
     "event_fields",
     "load_schema",
     "profile_event_fields",
+    "recommended_violations",
     "registry",
     "schema_names",
     "schema_uri",
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 _SUFFIX = ".schema.json"
+#: where an event schema keeps this suite's own preferences (limits, closed objects), apart
+#: from the strict shape its top level holds: what the profile fixes, and nothing more
+RECOMMENDED = "/$defs/recommended"
 _MAX_SHOWN = 80  # characters of an offending value quoted in a message
 
 
@@ -130,9 +134,18 @@ def registry() -> referencing.Registry:
 
 @cache
 def _validator(name: str) -> Draft202012Validator:
-    schema = _schemas().get(name)
+    """A validator for schema ``name``, or for one of its parts: ``name#/$defs/x``."""
+    base, _, fragment = name.partition("#")
+    schema = _schemas().get(base)
     if schema is None:
-        schema = load_schema(name)  # raises UnknownSchemaError with the list of names
+        schema = load_schema(base)  # raises UnknownSchemaError with the list of names
+    if fragment:
+        uri = f"{schema_uri(base)}#{fragment}"
+        try:
+            registry().resolver().lookup(uri)
+        except referencing.exceptions.Unresolvable:
+            raise UnknownSchemaError(f"schema {base!r} has no part {fragment!r}") from None
+        schema = {"$ref": uri}
     return Draft202012Validator(schema, registry=registry())
 
 
@@ -235,14 +248,17 @@ def _violations(error: ValidationError, name: str) -> Iterator[Violation]:
             yield from _violations(best, name)
             return
     path = list(error.absolute_path)
-    schema_path = f"{name}#{_pointer(error.absolute_schema_path)}"
+    # a part (``base#fragment``) is validated through a root $ref, which the path omits
+    base, _, fragment = name.partition("#")
+    schema_path = f"{base}#{fragment}{_pointer(error.absolute_schema_path)}"
     rule = str(error.validator)
     required: Any = error.validator_value
     if rule == "required" and isinstance(error.instance, dict):
-        for name in required:
-            if name not in error.instance:
+        for field_name in required:
+            if field_name not in error.instance:
                 yield Violation(
-                    _pointer([*path, name]), rule, f"missing required field '{name}'", schema_path,
+                    _pointer([*path, field_name]), rule,
+                    f"missing required field '{field_name}'", schema_path,
                     {"required": list(required)},
                 )
         return
@@ -294,12 +310,15 @@ def _collect(name: str, errors: Iterable[ValidationError]) -> list[Violation]:
 
 
 def validate(name: str, instance: object) -> list[Violation]:
-    """Every violation of schema ``name`` by ``instance``, sorted by pointer ([] when valid)."""
+    """Every violation of schema ``name`` (or of its part ``name#/$defs/x``) by ``instance``,
+    sorted by pointer ([] when valid)."""
     return _collect(name, _validator(name).iter_errors(instance))
 
 
 def validate_event(event: object) -> list[Violation]:
-    """Validate one profile event against the schema its ``type`` names.
+    """Validate one profile event against the strict shape of the schema its ``type`` names:
+    what the profile fixes (the contract's fields, the required fields of its §7 table), never
+    this suite's limits (:func:`recommended_violations`).
 
     A non-object, a missing or non-string ``type`` or an unknown type yields exactly one
     violation; a known type is judged by its own schema, so messages name the real field.
@@ -335,9 +354,20 @@ def validate_event(event: object) -> list[Violation]:
     return validate(name, event)
 
 
+def recommended_violations(event: object) -> list[Violation]:
+    """Where ``event`` departs from this suite's own preferences for its type (the schema's
+    ``$defs/recommended``: limits, closed objects, the error code list): never a breach of
+    the profile. A non-object or an unknown type has none (:func:`validate_event` reports
+    it)."""
+    kind = event.get("type") if isinstance(event, dict) else None
+    name = contract.EVENT_SCHEMA_NAMES.get(kind) if isinstance(kind, str) else None
+    return validate(f"{name}#{RECOMMENDED}", event) if name else []
+
+
 @cache
 def event_fields(event_type: str) -> frozenset[str]:
-    """The top-level fields the schema of ``event_type`` names (an unknown type: none)."""
+    """The top-level fields the strict shape of ``event_type``'s schema names (an unknown
+    type: none)."""
     name = contract.EVENT_SCHEMA_NAMES.get(event_type)
     return frozenset(_schemas()[name].get("properties", {})) if name else frozenset()
 

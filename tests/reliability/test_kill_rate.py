@@ -178,7 +178,9 @@ STRICT = {"ignores-timeout", "responses-no-usage", "responses-empty-push", "usag
           "wrong-error-code",
           # no normative text fixes the terminal after a frame cancellation (issue 43): an
           # error drop answering the cancel is a reading; cancel.terminal recommends cancelled
-          "cancel-wrong-drop"}
+          "cancel-wrong-drop",
+          # the profile requires a usage and names no count (issue 43): usage.shape is ours
+          "wrong-usage-fields"}
 
 
 def recipe_path(stem: str) -> Path:

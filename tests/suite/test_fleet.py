@@ -2,7 +2,7 @@
 target on its own (files of its own), then merges them; the odd target is named.
 
 Three example endpoints run at once: two correct replicas (TCP and IPC), and a replica with a
-defect that leaves its capability document alone (``wrong-usage-fields``) or one whose document
+defect that leaves its capability document alone (``bad-error-body``) or one whose document
 differs (``capability-lies``).
 """
 
@@ -38,7 +38,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, start_endpoint: Any) -> Iter
         tcp = stack.enter_context(start_endpoint(tmp))
         ipc = stack.enter_context(start_endpoint(tmp, None,
                                                  ("--listen", f"ipc://{tmp / 'ep.sock'}")))
-        usage = stack.enter_context(start_endpoint(tmp, "wrong-usage-fields"))
+        usage = stack.enter_context(start_endpoint(tmp, "bad-error-body"))
         lies = stack.enter_context(start_endpoint(tmp, "capability-lies"))
         yield {"tmp": tmp, "tcp": tcp, "ipc": ipc, "usage": usage, "lies": lies,
                "manifest": str(tcp.manifest)}

@@ -81,8 +81,14 @@ ERROR = {
 }
 
 
+#: this suite's recommended usage object (rule usage.shape)
+USAGE_SHAPE = "event.usage#/$defs/usage"
+
+
 class Bad(NamedTuple):
-    schema: str  # a schema name, or "event" for validate_event dispatch
+    #: a schema name (or a part of one, ``name#/$defs/x``), "event" for validate_event
+    #: dispatch (the profile's shape), "event-recommended" for this suite's preferences
+    schema: str
     base: Any
     mutate: Callable[[Any], Any]
     expected: list[tuple[str, str]]
@@ -184,20 +190,20 @@ BAD: dict[str, Bad] = {
     "text-delta-index-bool": Bad("event", TEXT, setp("/index", True), [("/index", "type")]),
     "text-delta-delta-null": Bad("event", TEXT, setp("/delta", None), [("/delta", "type")]),
     "text-delta-oversize": Bad(
-        "event", TEXT, setp("/delta", "x" * (MIB + 1)), [("/delta", "maxLength")]
+        "event-recommended", TEXT, setp("/delta", "x" * (MIB + 1)), [("/delta", "maxLength")]
     ),
     "text-delta-extra-field": Bad(
-        "event", TEXT, setp("/content", "hi"), [("/content", "additionalProperties")]
+        "event-recommended", TEXT, setp("/content", "hi"), [("/content", "additionalProperties")]
     ),
     "text-delta-chunk-not-object": Bad(
-        "event", TEXT, setp("/openai_chunk", "data: {}"), [("/openai_chunk", "type")]
+        "event-recommended", TEXT, setp("/openai_chunk", "data: {}"), [("/openai_chunk", "type")]
     ),
     "tool-started-empty-call-id": Bad(
         "event", STARTED, setp("/call_id", ""), [("/call_id", "minLength")]
     ),
     "tool-started-missing-name": Bad("event", STARTED, delp("/name"), [("/name", "required")]),
     "tool-started-oversize-item-id": Bad(
-        "event", STARTED, setp("/item_id", "i" * 257), [("/item_id", "maxLength")]
+        "event-recommended", STARTED, setp("/item_id", "i" * 257), [("/item_id", "maxLength")]
     ),
     "tool-delta-arguments-object": Bad(
         "event", DELTA, setp("/arguments_delta", {"q": 1}), [("/arguments_delta", "type")]
@@ -206,7 +212,11 @@ BAD: dict[str, Bad] = {
         "event",
         DELTA,
         lambda d: (d.pop("arguments_delta"), d.update(tool_call={"id": "c"})),
-        [("/arguments_delta", "required"), ("/tool_call", "additionalProperties")],
+        [("/arguments_delta", "required")],
+    ),
+    "tool-delta-extra-field": Bad(
+        "event-recommended", DELTA, setp("/tool_call", {"id": "c"}),
+        [("/tool_call", "additionalProperties")],
     ),
     "tool-completed-missing-arguments": Bad(
         "event", COMPLETED_CALL, delp("/arguments"), [("/arguments", "required")]
@@ -218,26 +228,28 @@ BAD: dict[str, Bad] = {
     "tool-error-empty-message": Bad(
         "event", TOOL_ERROR, setp("/error/message", ""), [("/error/message", "minLength")]
     ),
+    # --- a usage's counts: this suite's recommendation (usage.shape), not the profile's
     "usage-negative-tokens": Bad(
-        "event", USAGE, setp("/usage/output_tokens", -2), [("/usage/output_tokens", "minimum")]
+        USAGE_SHAPE, USAGE["usage"], setp("/output_tokens", -2), [("/output_tokens", "minimum")]
     ),
     "usage-missing-total": Bad(
-        "event", USAGE, delp("/usage/total_tokens"), [("/usage/total_tokens", "required")]
+        USAGE_SHAPE, USAGE["usage"], delp("/total_tokens"), [("/total_tokens", "required")]
     ),
     # OpenAI's names (the profile's §8 example) are a reading the schema accepts; a half of
-    # each name set is not a usage
+    # each name set is not a usage this suite recommends
     "usage-mixed-names": Bad(
-        "event",
-        USAGE,
-        setp("/usage", {"prompt_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
-        [("/usage", "anyOf")],
+        USAGE_SHAPE,
+        USAGE["usage"],
+        replace({"prompt_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+        [("", "anyOf")],
     ),
     "usage-extra-string-detail": Bad(
-        "event", USAGE, setp("/usage/note", "cached"), [("/usage/note", "type")]
+        USAGE_SHAPE, USAGE["usage"], setp("/note", "cached"), [("/note", "type")]
     ),
     "usage-extra-negative-detail": Bad(
-        "event", USAGE, setp("/usage/prompt_tokens", -1), [("/usage/prompt_tokens", "minimum")]
+        USAGE_SHAPE, USAGE["usage"], setp("/prompt_tokens", -1), [("/prompt_tokens", "minimum")]
     ),
+    "usage-not-an-object": Bad("event", USAGE, setp("/usage", [1, 2]), [("/usage", "type")]),
     "completed-missing-body": Bad(
         "event", {"type": "response.completed"}, lambda d: None, [("/body", "required")]
     ),
@@ -245,37 +257,37 @@ BAD: dict[str, Bad] = {
         "event", {"type": "response.completed", "body": "{}"}, lambda d: None, [("/body", "type")]
     ),
     "error-bad-code": Bad(
-        "event", ERROR, setp("/error/code", "not_a_code"), [("/error/code", "enum")]
+        "event-recommended", ERROR, setp("/error/code", "not_a_code"), [("/error/code", "enum")]
     ),
     "error-code-type-mismatch": Bad(
-        "event", ERROR, setp("/error/type", "server_error"), [("/error/type", "const")]
+        "event-recommended", ERROR, setp("/error/type", "server_error"), [("/error/type", "const")]
     ),
     "error-backend-error-as-invalid-request": Bad(
-        "event",
+        "event-recommended",
         ERROR,
         lambda d: d["error"].update(code="backend_error"),
         [("/error/type", "const")],
     ),
     "error-unknown-type-family": Bad(
-        "event",
+        "event-recommended",
         ERROR,
         setp("/error/type", "bogus_error"),
         [("/error/type", "const"), ("/error/type", "enum")],
     ),
     "error-extra-param": Bad(
-        "event", ERROR, setp("/error/param", "messages"), [("/error/param", "additionalProperties")]
+        "event-recommended", ERROR, setp("/error/param", "messages"), [("/error/param", "additionalProperties")]
     ),
     "error-body-is-string": Bad(
         "event", ERROR, setp("/error", "missing_messages"), [("/error", "type")]
     ),
-    "cancelled-empty-reason": Bad(
-        "event",
-        {"type": "response.cancelled", "reason": ""},
+    "cancelled-oversize-reason": Bad(
+        "event-recommended",
+        {"type": "response.cancelled", "reason": "r" * 257},
         lambda d: None,
-        [("/reason", "minLength")],
+        [("/reason", "maxLength")],
     ),
     "cancelled-reason-number": Bad(
-        "event", {"type": "response.cancelled", "reason": 1}, lambda d: None, [("/reason", "type")]
+        "event-recommended", {"type": "response.cancelled", "reason": 1}, lambda d: None, [("/reason", "type")]
     ),
     # --- capability document
     "caps-unknown-operation": Bad(
@@ -593,11 +605,17 @@ def test_bad_document(
     if replaced is not None and not isinstance(replaced, tuple):
         doc = replaced
     found = (
-        validation.validate_event(doc) if schema == "event" else validation.validate(schema, doc)
+        validation.validate_event(doc) if schema == "event"
+        else validation.recommended_violations(doc) if schema == "event-recommended"
+        else validation.validate(schema, doc)
     )
     assert [(v.pointer, v.rule) for v in found] == expected, "\n".join(map(str, found))
     for violation in found:
         assert violation.message
         assert str(violation).startswith(violation.pointer or "/")
+    if schema == "event-recommended":
+        # a departure from this suite's preferences only: the profile's shape holds
+        assert validation.validate_event(doc) == []
+        return
     with pytest.raises(validation.SchemaViolationError):
         validation.check(schema, doc)

@@ -14,7 +14,7 @@ def test_every_id_is_under_the_contract_base_uri() -> None:
 
 
 def test_error_codes_and_types() -> None:
-    body = load_schema("error-body")
+    body = load_schema("error-body")["$defs"]["recommended"]
     assert body["properties"]["code"]["enum"] == list(contract.ERROR_CODES)
     assert body["properties"]["type"]["enum"] == list(contract.ERROR_TYPES)
     pairing = {

@@ -401,9 +401,11 @@ def test_violation_str_is_ready_to_print() -> None:
 
 def test_json_pointer_escaping() -> None:
     [violation] = validation.validate(
-        "error-body", {"type": "server_error", "code": "internal_error", "message": "m", "a/b~c": 1}
+        "error-body#/$defs/recommended",
+        {"type": "server_error", "code": "internal_error", "message": "m", "a/b~c": 1},
     )
     assert violation.pointer == "/a~1b~0c"
+    assert violation.schema_path == "error-body#/$defs/recommended/additionalProperties"
 
 
 def test_oversize_values_are_abbreviated_in_messages() -> None:
@@ -417,16 +419,16 @@ def test_oversize_values_are_abbreviated_in_messages() -> None:
 
 def test_check_raises_with_readable_multiline_message() -> None:
     with pytest.raises(SchemaViolationError) as info:
-        validation.check("error-body", {"type": "server_error", "code": "bogus"})
+        validation.check("error-body", {"type": "server_error", "code": "", "message": 3})
     err = info.value
     assert err.name == "error-body"
     assert [(v.pointer, v.rule) for v in err.violations] == [
-        ("/code", "enum"),
-        ("/message", "required"),
+        ("/code", "minLength"),
+        ("/message", "type"),
     ]
     lines = str(err).splitlines()
     assert lines[0] == "error-body: 2 schema violation(s)"
-    assert lines[2] == "  /message: missing required field 'message' [required]"
+    assert lines[2] == "  /message: 'message' must be of type string, got integer [type]"
 
 
 def test_check_passes_silently_on_valid_documents() -> None:

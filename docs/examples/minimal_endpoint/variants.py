@@ -8,6 +8,9 @@ every event, and no discovery operation (``nnrp.capabilities.get`` is answered
 ``unsupported_operation``, as the profile prescribes for an operation not advertised).
 ``unstated-flags`` states in its capability document only the operation flags of the
 profile design's example (§13): a flag a document leaves out is unstated, not false.
+``open-shapes`` takes the open choices of the profile's event shapes the other way from this
+suite's schemas (issue 43): an empty cancellation reason, usage without ``total_tokens`` and
+with a ``cost``, an error family of its own.
 The session-limit variants are ``admission.py``'s; one of them, ``cancel-leak-cap``, is a
 cancel defect registered here rather than in ``defects.py`` because what it tests is the run
 around it: its leaked operations must fail the cancel cases and nothing else.
@@ -41,6 +44,11 @@ VARIANTS: Final = MappingProxyType(
             "example) instead of input_tokens/output_tokens (its §11 example)"
         ),
         "backend-error-family": "backend_error in the invalid_request_error family",
+        "open-shapes": (
+            "response.cancelled with reason \"\", every usage (streamed and in the final "
+            "body) without total_tokens and with a cost, backend_error in a family of its "
+            "own (unavailable)"
+        ),
         "unsupported-model": (
             "a model it does not serve is answered unsupported_model (invalid_request_error), "
             "the profile design's own error example (§10), instead of backend_error"
@@ -171,6 +179,26 @@ def _usage_names(event: dict[str, Any], _op: int) -> dict[str, Any]:
     return {**event, "usage": {renamed.get(k, k): v for k, v in usage.items()}}
 
 
+def _open_usage(usage: Any) -> Any:
+    if not isinstance(usage, dict):
+        return usage
+    return {**{k: v for k, v in usage.items() if k != "total_tokens"}, "cost": 0.001}
+
+
+def _open_shapes(event: dict[str, Any], _op: int) -> dict[str, Any]:
+    """What the profile's event table leaves open, taken the other way from our schemas."""
+    kind, body, err = event.get("type"), event.get("body"), event.get("error")
+    if kind == "response.cancelled":
+        return {**event, "reason": ""}
+    if kind == "response.usage":
+        return {**event, "usage": _open_usage(event.get("usage"))}
+    if kind == "response.completed" and isinstance(body, dict) and "usage" in body:
+        return {**event, "body": {**body, "usage": _open_usage(body["usage"])}}
+    if isinstance(err, dict) and err.get("code") == "backend_error":
+        return _error(event, type="unavailable")
+    return event
+
+
 #: the profile design's error example (§10), word for word
 UNSUPPORTED_MODEL: Final = MappingProxyType({
     "type": "invalid_request_error", "code": "unsupported_model",
@@ -214,6 +242,7 @@ _RESTYLES: Final = MappingProxyType({
     if isinstance(event.get("error"), dict) and event["error"].get("code") == "backend_error"
     else event,
     "unsupported-model": _unsupported_model,
+    "open-shapes": _open_shapes,
     "no-output-items": lambda event, _op: None
     if event.get("type") in ("response.output_item.added", "response.output_item.done")
     else event,

@@ -179,10 +179,11 @@ class _RecordedCase:
     checks: tuple[str, ...] = ()
 
 
-#: the always-on checks that need no recipe: what any recorded answer must meet
+#: the always-on checks that need no recipe: what any recorded answer must meet (the usage
+#: counts, usage.shape, are judged here as they were when the event schema held them)
 _RECORDED: tuple[Callable[[Context], None], ...] = (
     check_schema, check_terminal, check_after_terminal, check_tool_calls, check_usage,
-    check_errors,
+    check_usage_shape, check_errors,
 )
 
 

@@ -196,11 +196,9 @@ def _response_problems(body: Any) -> list[str]:
             if not (isinstance(item, dict) and isinstance(item.get("id"), str)
                     and isinstance(item.get("type"), str)):
                 problems.append(f"body.output[{n}] must be an item with a string id and type")
-    usage = body.get("usage")
-    if not (isinstance(usage, dict) and all(_int(usage.get(k)) and usage[k] >= 0 for k in
-                                            ("input_tokens", "output_tokens", "total_tokens"))):
-        problems.append("body.usage must carry input_tokens, output_tokens and total_tokens "
-                        "(non-negative integers)")
+    if not isinstance(body.get("usage"), dict):
+        # its counts are this suite's recommendation (usage.shape, checks/sequence.py)
+        problems.append("body.usage must be an object")
     if not (isinstance(body.get("model"), str) and body["model"]):
         problems.append("body.model must be a non-empty string")
     return problems

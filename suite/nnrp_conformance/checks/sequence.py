@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nnrp_conformance import authority, contract
+from nnrp_conformance import authority, contract, validation
 from nnrp_conformance.checks.context import (
     Context,
     at,
     json_contains,
     mismatch,
     type_of,
-    usage_names,
 )
+from nnrp_conformance.checks.responses import response_body
 from nnrp_conformance.recipes import field_alternatives
 from nnrp_conformance.tool_calls import tool_call_problems
 
@@ -145,20 +145,33 @@ def check_usage(ctx: Context) -> None:
                  seen=len(idx))
 
 
-def _token_count(value: Any) -> bool:
-    """A non-negative integer (``true`` is not ``1``)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+#: this suite's recommended usage (rule usage.shape): the part of the usage event's schema
+#: that says it (the profile requires only that response.usage carries a usage: event.schema)
+_RECOMMENDED_USAGE = "event.usage#/$defs/usage"
 
 
 def check_usage_shape(ctx: Context) -> None:
+    """This suite's recommended counts (``usage.shape``, a recommendation) in every usage
+    object the endpoint sent: each ``response.usage`` event's, and a Response body's. The
+    profile requires a ``usage`` (its §7 table) and names no count: its two examples (§8, §11)
+    are two name sets, both with ``total_tokens``, which is what this suite recommends."""
     seq = ctx.seq
-    for i, ev in enumerate(seq):
-        if type_of(ev) != contract.EV_USAGE:
-            continue
-        if usage_names(ev.get("usage")) is None:
-            sets = " or ".join("{" + ", ".join(n) + "}" for n in contract.USAGE_NAME_SETS)
-            ctx.fail("usage.shape", f"usage must carry non-negative integer counts named "
-                     f"{sets} — {at(seq, i)}", index=i, expected=sets, seen=ev.get("usage"))
+    seen: list[tuple[Any, int | None, str]] = [
+        (ev.get("usage"), i, f"response.usage — {at(seq, i)}")
+        for i, ev in enumerate(seq) if type_of(ev) == contract.EV_USAGE]
+    response = response_body(ctx)
+    if response is not None:
+        seen.append((response.get("usage"), ctx.obs.terminal_index, "the Response body's usage"))
+    sets = " or ".join("{" + ", ".join(n) + "}" for n in contract.USAGE_NAME_SETS)
+    for usage, index, where in seen:
+        if not isinstance(usage, dict):
+            continue  # the profile's shape (event.schema, responses.body) judges that
+        problems = validation.validate(_RECOMMENDED_USAGE, usage)
+        if problems:
+            ctx.fail("usage.shape", f"usage ({'; '.join(str(v) for v in problems)}): this "
+                     f"suite recommends non-negative integer counts named {sets}, and only "
+                     f"counts or objects beside them — {where}", index=index, expected=sets,
+                     seen=usage)
 
 
 def check_text_order(ctx: Context) -> None:

@@ -1,10 +1,12 @@
 """Checks on the stream as received: the client's wire findings (``wire.*``), an operation
 that failed in the client (``wire.transport``), undecodable results (``event.decode``) and
-every event against its schema: what the profile fixes (``event.schema``, with an extra
-field that collides with a profile field or a declared extension not in effect), this
-project's closed objects and limits (``event.extra-field`` for an extra field that collides
-with nothing, ``event.value-limit``, ``event.diagnostics-field``: recommendations), with the
-fields of the manifest's extensions in effect allowed."""
+every event against its schema: the strict shape at the schema's top level, what the
+profile fixes and nothing more (``event.schema``, with an extra field that collides with a
+profile field or a declared extension not in effect), and this project's preferences in the
+schema's ``$defs/recommended`` (``event.extra-field`` for an extra field that collides with
+nothing, ``event.value-limit`` for a limit or a type the profile leaves open,
+``event.diagnostics-field``: recommendations), with the fields of the manifest's extensions
+in effect allowed."""
 
 from __future__ import annotations
 
@@ -104,25 +106,24 @@ def _collision(key: str, event_type: str, ctx: Context, allowed: set[str]) -> st
     return None
 
 
-#: JSON Schema keywords whose breach is a limit of this project's, not a shape the profile
-#: fixes (the profile sets no sizes): event.value-limit
-_LIMIT_KEYWORDS = frozenset(("maxLength", "maxItems", "maxProperties", "maximum"))
-#: where the error body's code list and code families live: judged by checks.errors
-#: (error.code for the codes the profile fixes, error.code-choice for the rest)
+#: where the error body's code list and code families live in its recommended part: judged by
+#: checks.errors (error.code for the codes upstream's recipes expect, error.code-choice for
+#: the rest), not here
 _ERROR_CODE_POINTERS = ("/error/code", "/error/type")
 
 
-def schema_rule(v: validation.Violation) -> str | None:
-    """The rule one schema violation breaks: ``event.schema`` for what the profile fixes
-    (required fields, types, the event types, the constants it names), a recommendation for
-    this project's closed objects and limits, None for what checks.errors judges."""
+def recommendation_rule(v: validation.Violation, event_type: str | None) -> str | None:
+    """The recommendation one departure from an event schema's ``$defs/recommended`` breaks:
+    ``event.extra-field`` for a field none of its schemas name, ``event.value-limit`` for the
+    rest (a limit, a type the profile leaves open); None for what another check judges (the
+    error code list: checks.errors; a usage's counts: usage.shape in checks.sequence)."""
     if v.pointer in _ERROR_CODE_POINTERS and v.rule in ("enum", "const"):
+        return None
+    if event_type == contract.EV_USAGE and (v.pointer + "/").startswith("/usage/"):
         return None
     if v.rule == "additionalProperties":
         return "event.extra-field"
-    if v.rule in _LIMIT_KEYWORDS:
-        return "event.value-limit"
-    return "event.schema"
+    return "event.value-limit"
 
 
 def _expected(violations: list[validation.Violation]) -> Any:
@@ -133,14 +134,18 @@ def _expected(violations: list[validation.Violation]) -> Any:
 
 
 def check_schema(ctx: Context) -> None:
+    """The profile's shape of every event (``event.schema``: the strict top level of its
+    schema), then this suite's preferences (the schema's ``$defs/recommended``), where an
+    extra top-level field is judged by what it collides with."""
     allowed = _allowed_extensions(ctx)
     seq = ctx.seq
     diagnostics_at: list[int] = []
     for i, ev in enumerate(seq):
         if ev is None:
             continue
-        broken: dict[str, list[validation.Violation]] = {}
-        for v in validation.validate_event(ev):
+        shape = validation.validate_event(ev)
+        broken: dict[str, list[validation.Violation]] = {"event.schema": shape} if shape else {}
+        for v in validation.recommended_violations(ev):
             top = v.pointer[1:].replace("~1", "/").replace("~0", "~") \
                 if v.rule == "additionalProperties" and v.pointer.count("/") == 1 else None
             collision = None if top is None else _collision(top, type_of(ev) or "", ctx, allowed)
@@ -152,13 +157,13 @@ def check_schema(ctx: Context) -> None:
             if top == _DIAGNOSTICS_FIELD:
                 diagnostics_at.append(i)  # a recommendation, judged below
                 continue
-            rule = schema_rule(v)
+            rule = recommendation_rule(v, type_of(ev))
             if rule is not None:
                 broken.setdefault(rule, []).append(v)
         for rule, violations in broken.items():
             what = {"event.schema": "breaks the profile's shape",
                     "event.extra-field": "carries a field the profile does not name",
-                    "event.value-limit": "exceeds a limit this suite recommends"}[rule]
+                    "event.value-limit": "departs from a value this suite recommends"}[rule]
             ctx.fail(rule, f"{type_of(ev) or 'event'} {what}: "
                      + "; ".join(str(v) for v in violations) + f" — {at(seq, i)}",
                      index=i, expected=_expected(violations), seen=[str(v) for v in violations])
