@@ -1,0 +1,121 @@
+"""Whether a case exercised what it is about (docs/verdicts.md#not-exercised).
+
+A cancel case tests cancellation only when the endpoint could have seen the cancel: the cancel
+was sent, and the endpoint's terminal did not cross it on the wire. A recipe with
+``nnrp.timeout_ms`` that expects the deadline to end the operation (a terminal other than
+success) tests it only when the deadline could have expired. When the
+exercise did not happen, the recipe's expectations about it (the terminal kind it expects,
+its ``expect.events``, a crossing terminal's ``wire.result_after_cancel``)
+judge nothing; everything else about the stream (event shapes, order, one terminal, nothing
+after it) is judged as in any case and can still fail it. A case with nothing failed is then
+``skipped`` with the verdict ``not-exercised`` (:func:`verdict_for`).
+
+Owns: :func:`why_not_exercised` (what the client can know about it, from the frames the
+endpoint sent and the one-sided bound of the client's own clock), the note that says so,
+and the verdict of such a case.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nnrp_conformance import contract, rules
+from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
+
+if TYPE_CHECKING:
+    from nnrp_conformance.checks.context import Context
+
+__all__ = ["EXERCISE_RULES", "cancel_point", "judge_not_exercised", "verdict_for",
+           "why_not_exercised"]
+
+#: the key of ``Observation.extra`` that holds why the exercise did not happen
+KEY = "not_exercised"
+#: the rules whose outcome depends on the exercise having happened: their findings are dropped
+#: from a case that was not exercised (``terminal.kind``'s comparison with the expected kind is
+#: skipped at its source, checks/terminal.py; its other findings are the stream's own)
+EXERCISE_RULES = frozenset({"sequence.expected", "wire.result_after_cancel",
+                            "timeout.total-deadline"})
+#: the informational note that says why, by kind (rulebook)
+NOTES = {"never-sent": "cancel.not-sent", "crossed": "cancel.crossed",
+         "deadline-not-reached": "timeout.not-reached"}
+
+
+def cancel_point(case: Any, obs: Observation) -> int | None:
+    """The number of events after which the client cancels in this attempt: the recipe's,
+    unless the runner moved it for a generated case (``extra["cancel_after"]``)."""
+    moved = obs.extra.get("cancel_after")
+    return moved if isinstance(moved, int) else getattr(case, "cancel_after_events", None)
+
+
+def _deadline_ms(case: Any) -> int | None:
+    envelope = getattr(case, "envelope", None)
+    nnrp = envelope.get("nnrp") if isinstance(envelope, dict) else None
+    value = nnrp.get("timeout_ms") if isinstance(nnrp, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
+def _cancel_not_exercised(case: Any, obs: Observation) -> tuple[str, str] | None:
+    after = cancel_point(case, obs)
+    if after is None or obs.terminal_kind in (None, contract.TERMINAL_CANCELLED):
+        # no cancel asked for; no terminal (cancel.unanswered / timeout judge it); or the
+        # endpoint ended the operation cancelled, answering the cancel or acting on a hint
+        return None
+    n = len(obs.events)
+    if obs.cancelled_at_index is None:
+        return "never-sent", (f"the answer ended after {n} event(s), before the cancel point "
+                              f"({after}): the cancel was never sent")
+    cancel = obs.extra.get("cancel") or {}
+    if cancel.get("ended_before_cancel"):
+        return "never-sent", ("the endpoint's terminal was already in the client's receive "
+                              "queue when the cancel was due: the cancel was not sent")
+    if not obs.extra.get("events_after_cancel") and not cancel.get("stale_frames_after_cancel"):
+        # the endpoint's next frame for the operation after the cancel left was its terminal:
+        # nothing shows it had the cancel when it sent it (no cancel acknowledgement exists
+        # but the terminal itself), so the terminal may have crossed the cancel on the wire
+        return "crossed", (f"the endpoint's {obs.terminal_kind} terminal was the next frame it "
+                           f"sent after the cancel (after event #{n - 1 if n else 0}): it may "
+                           "have crossed the cancel on the wire")
+    return None
+
+
+def _deadline_not_reached(case: Any, obs: Observation) -> tuple[str, str] | None:
+    deadline = _deadline_ms(case)
+    took = obs.extra.get("submit_to_terminal_ms")
+    if deadline is None or obs.terminal_kind is None or not isinstance(took, int | float) \
+            or getattr(case, "expected_terminal", None) == contract.TERMINAL_SUCCESS:
+        return None  # (a recipe that expects a success is not about its deadline)
+    if took >= deadline:
+        return None
+    # one-sided: the client's submit-to-terminal includes both transits, so the endpoint's own
+    # time from the request to its terminal was shorter still: its deadline never expired
+    return "deadline-not-reached", (f"the endpoint's terminal arrived {took:.1f} ms after the "
+                                    f"submit, before nnrp.timeout_ms ({deadline} ms) could "
+                                    "expire: the deadline was never reached")
+
+
+def why_not_exercised(case: Any, obs: Observation) -> tuple[str, str] | None:
+    """(kind, why) when ``case``'s exercise did not happen in ``obs``, else None. Kinds:
+    ``never-sent``, ``crossed`` (a cancel) and ``deadline-not-reached`` (nnrp.timeout_ms)."""
+    return _cancel_not_exercised(case, obs) or _deadline_not_reached(case, obs)
+
+
+def judge_not_exercised(ctx: Context) -> None:
+    """Drop the exercise's findings from a case that was not exercised and say why (a note)."""
+    found = ctx.obs.extra.get(KEY)
+    if not found:
+        return
+    kind, why = found
+    ctx.findings = [f for f in ctx.findings if f.rule not in EXERCISE_RULES]
+    ctx.note(NOTES[kind], why, seen=kind)
+
+
+def verdict_for(case_id: str, obs: Observation, findings: list[Finding]) -> Verdict:
+    """The verdict of a judged case: ``skipped`` / ``not-exercised`` when its exercise did not
+    happen and nothing else failed, else the usual one (checks.model.verdict_of)."""
+    verdict = verdict_of(case_id, obs.terminal_kind, findings, len(obs.events))
+    found = obs.extra.get(KEY)
+    if not found or verdict.outcome == contract.OUTCOME_FAILED:
+        return verdict
+    return Verdict(contract.OUTCOME_SKIPPED, obs.terminal_kind, findings,
+                   f"{case_id}: not exercised: {found[1]}", rules.VERDICT_NOT_EXERCISED)

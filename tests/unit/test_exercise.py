@@ -1,0 +1,94 @@
+"""A verdict only on what was exercised (issue 43 item 2; checks/exercise.py): a cancel never
+sent, a terminal that was the endpoint's next frame after the cancel (it may have crossed it),
+a deadline never reached judge nothing about cancellation or timeouts; the rest of the stream
+is still judged, and an endpoint that streamed on after the cancel is still failed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from nnrp_conformance import contract
+from nnrp_conformance.checks import judge
+from nnrp_conformance.runner import _smaller_point
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_checks import case_of, completion, delta, obs, rules  # noqa: E402
+
+CANCEL = "level1.chat.cancel.client"
+AFTER_CANCEL = {"rule": "wire.result_after_cancel",
+                "detail": "RESULT_PUSH delivered for a frame the client cancelled"}
+
+
+def sent(events: int, after: int = 0, stale: int = 0, **cancel: Any) -> dict[str, Any]:
+    """The runner's evidence of a cancel sent after the first event."""
+    return {"cancel": {"ended_before_cancel": False, "stale_frames_after_cancel": stale,
+                       **cancel}, "events_after_cancel": after}
+
+
+def test_a_cancel_never_sent_is_not_exercised() -> None:
+    case = case_of(CANCEL)
+    v = judge(case, obs([delta()], "success", completion()))
+    assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised", ["cancel.not-sent"])
+    assert v.findings[0].level == "informational"
+    # strict makes no difference: the note judges nothing
+    v = judge(case, obs([delta()], "success", completion()), strict=True)
+    assert (v.outcome, v.level) == ("skipped", "not-exercised")
+
+
+def test_a_terminal_already_here_when_the_cancel_was_due_is_not_exercised() -> None:
+    v = judge(case_of(CANCEL), obs([delta()], "success", completion(), cancelled_at_index=0,
+                                   extra=sent(0, ended_before_cancel=True)))
+    assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised", ["cancel.not-sent"])
+
+
+def test_a_terminal_next_after_the_cancel_may_have_crossed_it() -> None:
+    o = obs([delta()], "success", completion(), cancelled_at_index=0, extra=sent(0),
+            wire_findings=[AFTER_CANCEL])
+    v = judge(case_of(CANCEL), o)
+    assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised", ["cancel.crossed"])
+
+
+def test_an_endpoint_that_streamed_on_after_the_cancel_is_judged() -> None:
+    for extra in (sent(0, after=5), sent(0, stale=40)):
+        o = obs([delta()] * 6, "success", completion(), cancelled_at_index=0, extra=extra,
+                wire_findings=[AFTER_CANCEL])
+        v = judge(case_of(CANCEL), o)
+        assert v.outcome == "failed", v.findings
+        assert {"wire.result_after_cancel", "terminal.kind"} <= set(rules(v))
+
+
+def test_the_rest_of_the_stream_is_still_judged() -> None:
+    bad = {"type": contract.EV_OUTPUT_TEXT_DELTA, "delta": "no index"}
+    v = judge(case_of(CANCEL), obs([bad], "success", completion()))
+    assert v.outcome == "failed" and v.level == "failed", v.findings
+    assert "cancel.not-sent" in rules(v) and "event.schema" in rules(v)
+    assert "terminal.kind" not in rules(v) and "sequence.expected" not in rules(v)
+
+
+def test_a_cancelled_terminal_is_exercised_whatever_the_point() -> None:
+    cancelled = {"type": contract.EV_CANCELLED, "reason": "client"}
+    assert judge(case_of(CANCEL), obs([delta()], "cancelled", cancelled,
+                                      cancelled_at_index=0, extra=sent(0))).passed
+
+
+def test_a_deadline_never_reached_judges_nothing_about_timeouts() -> None:
+    case = case_of("level1.chat.timeout")
+    fast = obs([delta()], "success", completion(), extra={"submit_to_terminal_ms": 12.0})
+    v = judge(case, fast)
+    assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised",
+                                              ["timeout.not-reached"])
+    # past the deadline by the client's clock: judged (the recipe's surplus, non-strict)
+    slow = obs([delta()], "success", completion(), extra={"submit_to_terminal_ms": 80.0})
+    v = judge(case, slow)
+    assert (v.outcome, v.level, rules(v)) == ("passed", "non-strict",
+                                              ["timeout.total-deadline"])
+
+
+def test_a_generated_cancel_point_moves_within_the_stream() -> None:
+    assert _smaller_point(3, "never-sent", 1) == 0
+    assert _smaller_point(3, "never-sent", 2) == 1
+    assert _smaller_point(2, "never-sent", 5) == 1  # its terminal was already here
+    assert _smaller_point(2, "crossed", 2) == 1
+    assert _smaller_point(0, "crossed", 0) == 0
