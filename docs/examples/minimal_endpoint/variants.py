@@ -18,6 +18,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Final
 
+from answer_shapes import SHAPES
 from openai_codes import openai_codes
 
 VARIANTS: Final = MappingProxyType(
@@ -78,6 +79,7 @@ VARIANTS: Final = MappingProxyType(
             "drops the session once a request with tools has streamed an event: a defect of "
             "that case alone"
         ),
+        **SHAPES,  # answer_shapes.py: answers as short as the profile allows
     }
 )
 

@@ -73,9 +73,10 @@ def _cancel_not_exercised(case: Any, obs: Observation) -> tuple[str, str] | None
         # the endpoint's next frame for the operation after the cancel left was its terminal:
         # nothing shows it had the cancel when it sent it (no cancel acknowledgement exists
         # but the terminal itself), so the terminal may have crossed the cancel on the wire
+        point = "right after the submit" if after == 0 else f"after {after} event(s)"
         return "crossed", (f"the endpoint's {obs.terminal_kind} terminal was the next frame it "
-                           f"sent after the cancel (after event #{n - 1 if n else 0}): it may "
-                           "have crossed the cancel on the wire")
+                           f"sent after the cancel ({point}; {n} event(s) in all): it may have "
+                           "crossed the cancel on the wire")
     return None
 
 
