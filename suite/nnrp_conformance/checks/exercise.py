@@ -25,7 +25,7 @@ from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict
 if TYPE_CHECKING:
     from nnrp_conformance.checks.context import Context
 
-__all__ = ["EXERCISE_RULES", "cancel_point", "judge_not_exercised", "verdict_for",
+__all__ = ["EXERCISE_RULES", "cancel_point", "judge_not_exercised", "ran_on", "verdict_for",
            "why_not_exercised"]
 
 #: the key of ``Observation.extra`` that holds why the exercise did not happen
@@ -78,6 +78,16 @@ def _cancel_not_exercised(case: Any, obs: Observation) -> tuple[str, str] | None
                            f"sent after the cancel ({point}; {n} event(s) in all): it may have "
                            "crossed the cancel on the wire")
     return None
+
+
+def ran_on(case: Any, obs: Observation) -> bool:
+    """Whether the endpoint sent more of the operation after a cancel that went out, then a
+    terminal other than ``cancelled``: judged (``wire.result_after_cancel``, ``terminal.kind``),
+    but the runner runs such a case again first, and fails it only when every attempt ran on
+    (a burst of last frames can straddle the cancel: runner.py)."""
+    return (cancel_point(case, obs) is not None and obs.cancelled_at_index is not None
+            and obs.terminal_kind in (contract.TERMINAL_SUCCESS, contract.TERMINAL_ERROR)
+            and _cancel_not_exercised(case, obs) is None)
 
 
 def _deadline_not_reached(case: Any, obs: Observation) -> tuple[str, str] | None:
