@@ -32,7 +32,6 @@ from nnrp_conformance.case_results import (
 )
 from nnrp_conformance.checks import Observation, judge
 from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
-from nnrp_conformance.checks.exercise import ran_on
 from nnrp_conformance.checks.generated import generated_family
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
@@ -74,20 +73,13 @@ _GRACE_S = 5.0
 #: cancellation either way. It runs again, at most this many attempts in all; the last attempt
 #: is judged (``skipped`` / ``not-exercised`` when it was not exercised either) and the earlier
 #: ones are listed in ``diagnostics.cancel_races_lost``. A generated case runs again with its
-#: cancel point moved within what the endpoint streamed (:func:`_smaller_point`). An attempt in
-#: which the endpoint sent more after the cancel and then a success or an error (``RAN_ON``)
-#: runs again too: the case fails on it only when every attempt ran on, since the last frames
-#: of a short answer sent in one burst can straddle the cancel once. An endpoint that ignores
-#: cancels runs on every time and still fails.
+#: cancel point moved within what the endpoint streamed (:func:`_smaller_point`). An endpoint
+#: that ignores cancels still fails: it streams on after the cancel, which is exercised.
 CANCEL_RACE_ATTEMPTS = 3
 
 
 #: the ways a cancel is not exercised that a new attempt can change (checks/exercise.py)
 _CANCEL_MISSES = frozenset({"never-sent", "crossed"})
-#: an attempt whose endpoint sent more after the cancel, then a success or an error
-RAN_ON = "ran_on_after_cancel"
-#: the attempts that do not decide a cancel case: it runs again
-_UNDECIDED = _CANCEL_MISSES | {RAN_ON}
 
 
 def _smaller_point(after: int, missed: str, events: int) -> int:
@@ -150,7 +142,7 @@ async def run_case(client: Any, case: PlannedCase, *,
     ``twin`` (:class:`~nnrp_conformance.twin.HttpTwin`), the comparison with the HTTP API. Never
     raises for endpoint misbehaviour. A cancel case whose cancel was not exercised runs again
     (``CANCEL_RACE_ATTEMPTS``); ``diagnostics.cancel_races_lost`` lists those attempts."""
-    attempts: list[tuple[CaseResult, str | None]] = []
+    lost: list[dict[str, Any]] = []
     after = case.cancel_after_events
     generated = generated_family(case) is not None
     while True:
@@ -159,22 +151,15 @@ async def run_case(client: Any, case: PlannedCase, *,
             capability_document=capability_document, max_events=max_events,
             idle_timeout=idle_timeout, strict=strict, capability_file=capability_file,
             trace=trace, cancel_after=after)
-        missed = (result.diagnostics.get("not_exercised") or {}).get("kind") or (
-            RAN_ON if result.diagnostics.get(RAN_ON) else None)
-        attempts.append((result, missed))
-        if missed not in _UNDECIDED or len(attempts) >= CANCEL_RACE_ATTEMPTS:
+        missed = (result.diagnostics.get("not_exercised") or {}).get("kind")
+        if missed not in _CANCEL_MISSES or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
             break
-        if generated and after is not None and missed != RAN_ON:
+        lost.append({"attempt": len(lost) + 1, "not_exercised": missed,
+                     "cancel_after": after, "events": result.diagnostics["event_count"],
+                     "terminal": result.terminal,
+                     "timings_ms": result.diagnostics["timings_ms"]})
+        if generated and after is not None:
             after = _smaller_point(after, missed, result.diagnostics["event_count"])
-    if missed == RAN_ON:
-        # ran on after the cancel in this attempt, not exercised in an earlier one: the last
-        # frames of a short answer straddled the cancel; only running on every time fails
-        result = next((r for r, m in reversed(attempts) if m in _CANCEL_MISSES), result)
-    lost = [{"attempt": n, "not_exercised": m, "cancel_after": r.diagnostics.get(
-                "cancel_after_events", case.cancel_after_events),
-             "events": r.diagnostics["event_count"], "terminal": r.terminal,
-             "timings_ms": r.diagnostics["timings_ms"]}
-            for n, (r, m) in enumerate(attempts, 1) if r is not result]
     if lost:
         result.diagnostics["cancel_races_lost"] = lost
     if twin is not None:  # --nnrp-http-twin: the same body to the HTTP API (twin/)
@@ -299,8 +284,6 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
     if extra.get(NOT_EXERCISED):
         kind, why = extra[NOT_EXERCISED]
         diagnostics["not_exercised"] = {"kind": kind, "why": why}
-    elif ran_on(case, obs):
-        diagnostics[RAN_ON] = True
     return CaseResult(
         id=case.id, outcome=verdict.outcome, terminal=obs.terminal_kind, verdict=verdict,
         events=events, duration_s=duration, started_at=started_at, level=case.level,

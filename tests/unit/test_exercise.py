@@ -11,14 +11,17 @@ from typing import Any
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks import judge
+from nnrp_conformance.checks.exercise import IN_FLIGHT_FRAMES
 from nnrp_conformance.runner import _smaller_point
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_checks import case_of, completion, delta, obs, rules  # noqa: E402
+from test_checks import case_of, completion, delta, obs, rules
 
 CANCEL = "level1.chat.cancel.client"
 AFTER_CANCEL = {"rule": "wire.result_after_cancel",
                 "detail": "RESULT_PUSH delivered for a frame the client cancelled"}
+AFTER_CANCEL_PARTIAL = {"rule": "wire.partial_after_cancel",
+                        "detail": "PARTIAL_RESULT delivered after the client's cancel"}
 
 
 def sent(events: int, after: int = 0, stale: int = 0, **cancel: Any) -> dict[str, Any]:
@@ -50,8 +53,28 @@ def test_a_terminal_next_after_the_cancel_may_have_crossed_it() -> None:
     assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised", ["cancel.crossed"])
 
 
+def test_a_terminal_after_what_can_be_in_flight_may_have_crossed_too() -> None:
+    """A conformant endpoint observes a cancel at its own pace: frames it sent before then,
+    up to IN_FLIGHT_FRAMES, and its terminal are in flight, not a defect."""
+    for extra in (sent(0, after=3), sent(0, stale=IN_FLIGHT_FRAMES)):
+        o = obs([delta()] * 4, "success", completion(), cancelled_at_index=0, extra=extra,
+                wire_findings=[AFTER_CANCEL, AFTER_CANCEL_PARTIAL])
+        v = judge(case_of(CANCEL), o)
+        assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised", ["cancel.crossed"])
+
+
+def test_a_partial_in_flight_after_a_cancel_the_endpoint_answered_judges_nothing() -> None:
+    cancelled = {"type": contract.EV_CANCELLED, "reason": "client"}
+    o = obs([delta()] * 2, "cancelled", cancelled, cancelled_at_index=0, extra=sent(0, after=1),
+            wire_findings=[AFTER_CANCEL_PARTIAL])
+    assert judge(case_of(CANCEL), o).passed
+    o = obs([delta()] * 2, "cancelled", cancelled, cancelled_at_index=0,
+            extra=sent(0, after=1, stale=IN_FLIGHT_FRAMES), wire_findings=[AFTER_CANCEL_PARTIAL])
+    assert "wire.partial_after_cancel" in rules(judge(case_of(CANCEL), o))
+
+
 def test_an_endpoint_that_streamed_on_after_the_cancel_is_judged() -> None:
-    for extra in (sent(0, after=5), sent(0, stale=40)):
+    for extra in (sent(0, after=IN_FLIGHT_FRAMES + 1), sent(0, stale=IN_FLIGHT_FRAMES + 1)):
         o = obs([delta()] * 6, "success", completion(), cancelled_at_index=0, extra=extra,
                 wire_findings=[AFTER_CANCEL])
         v = judge(case_of(CANCEL), o)
