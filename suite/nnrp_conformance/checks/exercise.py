@@ -37,9 +37,9 @@ EXERCISE_RULES = frozenset({"sequence.expected", "wire.result_after_cancel",
                             "timeout.total-deadline"})
 #: The frames of an operation an endpoint may send after a client's cancel before it observes
 #: the cancel: a count of what the endpoint sent, not a time. An endpoint observes a cancel
-#: at its own pace (the example endpoint every 4 events, vLLM's adapter every 10 ms: 111 stale
-#: frames measured, docs/verdicts.md#cancel); what follows a cancel within this many frames is
-#: in flight, and only an endpoint that sent more ran on after the cancel.
+#: at its own pace (the example endpoint every 4 events; a server re-polling every 10 ms left
+#: 111 stale frames in the nnrp-py notes, docs/verdicts.md#cancel); what follows a cancel within
+#: this many frames is in flight, and only an endpoint that sent more ran on after the cancel.
 IN_FLIGHT_FRAMES = 256
 #: the finding of a partial result handed over after the cancel: in flight within the count
 _IN_FLIGHT_RULES = frozenset({"wire.partial_after_cancel"})
