@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nnrp_conformance import contract
 from nnrp_conformance.case_results import (
     CaseResult,
     case_results_document,
@@ -32,6 +33,7 @@ from nnrp_conformance.case_results import (
 )
 from nnrp_conformance.checks import Observation, judge
 from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
+from nnrp_conformance.checks.exercise import REPEATED_ERRORS
 from nnrp_conformance.checks.generated import generated_family
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
@@ -146,11 +148,16 @@ async def run_case(client: Any, case: PlannedCase, *,
     after = case.cancel_after_events
     generated = generated_family(case) is not None
     while True:
+        # an error right after the cancel in every earlier attempt, and this is the last: the
+        # endpoint answers this cancel with an error, judged (checks/exercise.py)
+        errors = len(lost) if len(lost) + 1 == CANCEL_RACE_ATTEMPTS and all(
+            e["not_exercised"] == "crossed" and e["terminal"] == contract.TERMINAL_ERROR
+            for e in lost) else 0
         result, _op = await _run_once(
             client, case, timeout=timeout, manifest=manifest,
             capability_document=capability_document, max_events=max_events,
             idle_timeout=idle_timeout, strict=strict, capability_file=capability_file,
-            trace=trace, cancel_after=after)
+            trace=trace, cancel_after=after, errors_after_cancel=errors)
         missed = (result.diagnostics.get("not_exercised") or {}).get("kind")
         if missed not in _CANCEL_MISSES or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
             break
@@ -171,7 +178,8 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
                     manifest: Manifest | None, capability_document: dict[str, Any] | None,
                     max_events: int, idle_timeout: float | None, strict: bool,
                     capability_file: str | None, trace: bool,
-                    cancel_after: int | None) -> tuple[CaseResult, Any]:
+                    cancel_after: int | None, errors_after_cancel: int = 0
+                    ) -> tuple[CaseResult, Any]:
     """One attempt of :func:`run_case`: the result and the client's operation (or None)."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
                  else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
@@ -189,6 +197,8 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
     after = cancel_after
     if after != case.cancel_after_events:  # moved for a generated case (run_case)
         extra["cancel_after"] = after
+    if errors_after_cancel:
+        extra[REPEATED_ERRORS] = errors_after_cancel
     decode_errors: dict[int, str] = {}
     try:
         payload, frames = payload_of(case)

@@ -11,7 +11,8 @@ from typing import Any
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks import judge
-from nnrp_conformance.checks.exercise import IN_FLIGHT_FRAMES
+from nnrp_conformance.checks.exercise import IN_FLIGHT_FRAMES, NOTES, REPEATED_ERRORS
+from nnrp_conformance.checks.model import NOT_EXERCISED_NOTES, verdict_of
 from nnrp_conformance.runner import _smaller_point
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -115,3 +116,25 @@ def test_a_generated_cancel_point_moves_within_the_stream() -> None:
     assert _smaller_point(2, "never-sent", 5) == 1  # its terminal was already here
     assert _smaller_point(2, "crossed", 2) == 1
     assert _smaller_point(0, "crossed", 0) == 0
+
+
+def test_an_error_at_the_cancel_in_every_attempt_answers_the_cancel() -> None:
+    """A success crosses a cancel because the answer was complete; an error right after the
+    cancel in every attempt (the runner says so on the last) is the endpoint's answer to it."""
+    wrong = {"type": contract.EV_ERROR, "error": {"type": "server_error", "code": "overloaded",
+                                                  "message": "busy"}}
+    once = obs([delta()], "error", wrong, cancelled_at_index=0, extra=sent(0))
+    assert judge(case_of(CANCEL), once).level == "not-exercised"
+    every = obs([delta()], "error", wrong, cancelled_at_index=0,
+                extra={**sent(0), REPEATED_ERRORS: 2})
+    v = judge(case_of(CANCEL), every)
+    assert v.outcome == "failed" and "terminal.kind" in rules(v), v.findings
+
+
+def test_every_verdict_of_a_case_with_the_note_is_not_exercised() -> None:
+    """The verdict comes from the note, so a case re-judged elsewhere (a concurrent group,
+    a generated case's session probe) keeps it."""
+    assert set(NOTES.values()) == NOT_EXERCISED_NOTES
+    v = judge(case_of(CANCEL), obs([delta()], "success", completion()))
+    again = verdict_of("x", "success", v.findings, 1)
+    assert (again.outcome, again.level) == ("skipped", "not-exercised")

@@ -8,28 +8,30 @@ exercise did not happen, the recipe's expectations about it (the terminal kind i
 its ``expect.events``, a crossing terminal's ``wire.result_after_cancel``)
 judge nothing; everything else about the stream (event shapes, order, one terminal, nothing
 after it) is judged as in any case and can still fail it. A case with nothing failed is then
-``skipped`` with the verdict ``not-exercised`` (:func:`verdict_for`).
+``skipped`` with the verdict ``not-exercised`` (``checks.model.verdict_of``, from the note).
 
 Owns: :func:`why_not_exercised` (what the client can know about it, from the frames the
-endpoint sent and the one-sided bound of the client's own clock), the note that says so,
-and the verdict of such a case.
+endpoint sent and the one-sided bound of the client's own clock) and the note that says so.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nnrp_conformance import contract, rules
-from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
+from nnrp_conformance import contract
+from nnrp_conformance.checks.model import Observation
 
 if TYPE_CHECKING:
     from nnrp_conformance.checks.context import Context
 
 __all__ = ["EXERCISE_RULES", "IN_FLIGHT_FRAMES", "cancel_point", "frames_after_cancel",
-           "in_flight_only", "judge_not_exercised", "verdict_for", "why_not_exercised"]
+           "in_flight_only", "judge_not_exercised", "why_not_exercised"]
 
 #: the key of ``Observation.extra`` that holds why the exercise did not happen
 KEY = "not_exercised"
+#: the key of ``Observation.extra`` that holds how many earlier attempts of this case ended in
+#: an error right after the cancel (runner.py sets it on the last attempt)
+REPEATED_ERRORS = "errors_after_cancel_before"
 #: the rules whose outcome depends on the exercise having happened: their findings are dropped
 #: from a case that was not exercised (``terminal.kind``'s comparison with the expected kind is
 #: skipped at its source, checks/terminal.py; its other findings are the stream's own)
@@ -43,7 +45,7 @@ EXERCISE_RULES = frozenset({"sequence.expected", "wire.result_after_cancel",
 IN_FLIGHT_FRAMES = 256
 #: the finding of a partial result handed over after the cancel: in flight within the count
 _IN_FLIGHT_RULES = frozenset({"wire.partial_after_cancel"})
-#: the informational note that says why, by kind (rulebook)
+#: the informational note that says why, by kind (rulebook; checks.model.NOT_EXERCISED_NOTES)
 NOTES = {"never-sent": "cancel.not-sent", "crossed": "cancel.crossed",
          "deadline-not-reached": "timeout.not-reached"}
 
@@ -78,6 +80,11 @@ def _cancel_not_exercised(case: Any, obs: Observation) -> tuple[str, str] | None
         return "never-sent", ("the endpoint's terminal was already in the client's receive "
                               "queue when the cancel was due: the cancel was not sent")
     more = frames_after_cancel(obs)
+    if obs.terminal_kind == contract.TERMINAL_ERROR and obs.extra.get(REPEATED_ERRORS):
+        # a success crosses a cancel because the answer was complete, whenever the cancel
+        # comes; an error at the cancel in every attempt is no coincidence but the endpoint's
+        # answer to the cancel, and is judged (the kind it expects is cancelled)
+        return None
     if more <= IN_FLIGHT_FRAMES:
         # Nothing the client receives says when the endpoint observed the cancel (no
         # acknowledgement exists but a cancelled terminal): a terminal after at most this many
@@ -138,14 +145,3 @@ def judge_not_exercised(ctx: Context) -> None:
     kind, why = found
     ctx.findings = [f for f in ctx.findings if f.rule not in EXERCISE_RULES]
     ctx.note(NOTES[kind], why, seen=kind)
-
-
-def verdict_for(case_id: str, obs: Observation, findings: list[Finding]) -> Verdict:
-    """The verdict of a judged case: ``skipped`` / ``not-exercised`` when its exercise did not
-    happen and nothing else failed, else the usual one (checks.model.verdict_of)."""
-    verdict = verdict_of(case_id, obs.terminal_kind, findings, len(obs.events))
-    found = obs.extra.get(KEY)
-    if not found or verdict.outcome == contract.OUTCOME_FAILED:
-        return verdict
-    return Verdict(contract.OUTCOME_SKIPPED, obs.terminal_kind, findings,
-                   f"{case_id}: not exercised: {found[1]}", rules.VERDICT_NOT_EXERCISED)

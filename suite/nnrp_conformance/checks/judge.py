@@ -22,10 +22,10 @@ from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
 from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
-from nnrp_conformance.checks.exercise import judge_not_exercised, verdict_for, why_not_exercised
+from nnrp_conformance.checks.exercise import judge_not_exercised, why_not_exercised
 from nnrp_conformance.checks.generated import check_stop, check_text_unicode, judge_generated
 from nnrp_conformance.checks.input_errors import check_error_about_input
-from nnrp_conformance.checks.model import Finding, Observation, Verdict
+from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
 from nnrp_conformance.checks.relations import RELATION_CHECKS
 from nnrp_conformance.checks.responses import RESPONSES_CHECKS
 from nnrp_conformance.checks.sequence import (
@@ -169,7 +169,7 @@ def ending(obs: Observation) -> str:
 
 
 def _verdict(ctx: Context) -> Verdict:
-    return verdict_for(ctx.case.id, ctx.obs, ctx.findings)
+    return verdict_of(ctx.case.id, ctx.obs.terminal_kind, ctx.findings, len(ctx.obs.events))
 
 
 @dataclass(frozen=True)
