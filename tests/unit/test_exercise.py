@@ -10,9 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from nnrp_conformance import contract
+from nnrp_conformance.case_results import CaseResult, started_now
 from nnrp_conformance.checks import judge
 from nnrp_conformance.checks.exercise import IN_FLIGHT_FRAMES, NOTES, REPEATED_ERRORS
 from nnrp_conformance.checks.model import NOT_EXERCISED_NOTES, verdict_of
+from nnrp_conformance.events import CaseRecord, RunFinished
+from nnrp_conformance.reports.format import summary_line, verdict_label
+from nnrp_conformance.reports.html import render_html
+from nnrp_conformance.reports.markdown import render_markdown
 from nnrp_conformance.runner import _smaller_point
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -138,3 +143,21 @@ def test_every_verdict_of_a_case_with_the_note_is_not_exercised() -> None:
     v = judge(case_of(CANCEL), obs([delta()], "success", completion()))
     again = verdict_of("x", "success", v.findings, 1)
     assert (again.outcome, again.level) == ("skipped", "not-exercised")
+
+
+def test_every_report_counts_the_cases_not_exercised() -> None:
+    case = case_of(CANCEL)
+    verdict = judge(case, obs([delta()], "success", completion()))
+    result = CaseResult(id=case.id, outcome=verdict.outcome, terminal="success",
+                        verdict=verdict, events=[delta(), completion()], duration_s=0.1,
+                        started_at=started_now(), level=1, status="optional",
+                        selection="selected", reason=None)
+    record = CaseRecord.from_result(result)
+    assert record.not_exercised and record.skipped and verdict_label(record) == "not-exercised"
+    assert summary_line([record]) == "0 passed, 0 failed, 0 skipped, 1 not exercised"
+    finished = RunFinished([record], 0.1)
+    markdown = render_markdown(None, finished)
+    assert "1 not exercised" in markdown and "## Not exercised" in markdown
+    assert "| 2 | 0.10s |" in markdown  # it ran: its events and duration are shown
+    assert "1 not exercised" in render_html(None, finished)
+    assert finished.exit_code == 0
