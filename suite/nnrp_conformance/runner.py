@@ -32,8 +32,12 @@ from nnrp_conformance.case_results import (
     unresponsive_result,
 )
 from nnrp_conformance.checks import Observation, judge
+from nnrp_conformance.checks.exercise import (
+    CANCEL_MISSES,
+    REPEATED_ERRORS,
+    smaller_cancel_point,
+)
 from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
-from nnrp_conformance.checks.exercise import REPEATED_ERRORS
 from nnrp_conformance.checks.generated import generated_family
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
@@ -75,20 +79,9 @@ _GRACE_S = 5.0
 #: cancellation either way. It runs again, at most this many attempts in all; the last attempt
 #: is judged (``skipped`` / ``not-exercised`` when it was not exercised either) and the earlier
 #: ones are listed in ``diagnostics.cancel_races_lost``. A generated case runs again with its
-#: cancel point moved within what the endpoint streamed (:func:`_smaller_point`). An endpoint
+#: cancel point moved within what the endpoint streamed (``smaller_cancel_point``). An endpoint
 #: that ignores cancels still fails: it streams on after the cancel, which is exercised.
 CANCEL_RACE_ATTEMPTS = 3
-
-
-#: the ways a cancel is not exercised that a new attempt can change (checks/exercise.py)
-_CANCEL_MISSES = frozenset({"never-sent", "crossed"})
-
-
-def _smaller_point(after: int, missed: str, events: int) -> int:
-    """A generated case's next cancel point: within what the endpoint streamed this attempt
-    (before its last event when the cancel was never sent; one event earlier when the terminal
-    crossed it), at least 0 (right after the submit)."""
-    return max(0, (min(after, events) if missed == "never-sent" else after) - 1)
 
 
 # --- submit payload -----------------------------------------------------------------------
@@ -159,14 +152,14 @@ async def run_case(client: Any, case: PlannedCase, *,
             idle_timeout=idle_timeout, strict=strict, capability_file=capability_file,
             trace=trace, cancel_after=after, errors_after_cancel=errors)
         missed = (result.diagnostics.get("not_exercised") or {}).get("kind")
-        if missed not in _CANCEL_MISSES or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
+        if missed not in CANCEL_MISSES or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
             break
         lost.append({"attempt": len(lost) + 1, "not_exercised": missed,
                      "cancel_after": after, "events": result.diagnostics["event_count"],
                      "terminal": result.terminal,
                      "timings_ms": result.diagnostics["timings_ms"]})
         if generated and after is not None:
-            after = _smaller_point(after, missed, result.diagnostics["event_count"])
+            after = smaller_cancel_point(after, missed, result.diagnostics["event_count"])
     if lost:
         result.diagnostics["cancel_races_lost"] = lost
     if twin is not None:  # --nnrp-http-twin: the same body to the HTTP API (twin/)

@@ -12,13 +12,17 @@ from typing import Any
 from nnrp_conformance import contract
 from nnrp_conformance.case_results import CaseResult, started_now
 from nnrp_conformance.checks import judge
-from nnrp_conformance.checks.exercise import IN_FLIGHT_FRAMES, NOTES, REPEATED_ERRORS
+from nnrp_conformance.checks.exercise import (
+    IN_FLIGHT_FRAMES,
+    NOTES,
+    REPEATED_ERRORS,
+    smaller_cancel_point,
+)
 from nnrp_conformance.checks.model import NOT_EXERCISED_NOTES, verdict_of
 from nnrp_conformance.events import CaseRecord, RunFinished
 from nnrp_conformance.reports.format import summary_line, verdict_label
 from nnrp_conformance.reports.html import render_html
 from nnrp_conformance.reports.markdown import render_markdown
-from nnrp_conformance.runner import _smaller_point
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_checks import case_of, completion, delta, obs, rules
@@ -116,11 +120,11 @@ def test_a_deadline_never_reached_judges_nothing_about_timeouts() -> None:
 
 
 def test_a_generated_cancel_point_moves_within_the_stream() -> None:
-    assert _smaller_point(3, "never-sent", 1) == 0
-    assert _smaller_point(3, "never-sent", 2) == 1
-    assert _smaller_point(2, "never-sent", 5) == 1  # its terminal was already here
-    assert _smaller_point(2, "crossed", 2) == 1
-    assert _smaller_point(0, "crossed", 0) == 0
+    assert smaller_cancel_point(3, "never-sent", 1) == 0
+    assert smaller_cancel_point(3, "never-sent", 2) == 1
+    assert smaller_cancel_point(2, "never-sent", 5) == 1  # its terminal was already here
+    assert smaller_cancel_point(2, "crossed", 2) == 1
+    assert smaller_cancel_point(0, "crossed", 0) == 0
 
 
 def test_an_error_at_the_cancel_in_every_attempt_answers_the_cancel() -> None:

@@ -11,7 +11,8 @@ after it) is judged as in any case and can still fail it. A case with nothing fa
 ``skipped`` with the verdict ``not-exercised`` (``checks.model.verdict_of``, from the note).
 
 Owns: :func:`why_not_exercised` (what the client can know about it, from the frames the
-endpoint sent and the one-sided bound of the client's own clock) and the note that says so.
+endpoint sent and the one-sided bound of the client's own clock), the note that says so, and
+where a generated case's next attempt cancels (:func:`smaller_cancel_point`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from nnrp_conformance.checks.model import Observation
 if TYPE_CHECKING:
     from nnrp_conformance.checks.context import Context
 
-__all__ = ["EXERCISE_RULES", "IN_FLIGHT_FRAMES", "cancel_point", "frames_after_cancel",
-           "in_flight_only", "judge_not_exercised", "why_not_exercised"]
+__all__ = ["CANCEL_MISSES", "EXERCISE_RULES", "IN_FLIGHT_FRAMES", "cancel_point",
+           "frames_after_cancel", "in_flight_only", "judge_not_exercised",
+           "smaller_cancel_point", "why_not_exercised"]
 
 #: the key of ``Observation.extra`` that holds why the exercise did not happen
 KEY = "not_exercised"
@@ -145,3 +147,14 @@ def judge_not_exercised(ctx: Context) -> None:
     kind, why = found
     ctx.findings = [f for f in ctx.findings if f.rule not in EXERCISE_RULES]
     ctx.note(NOTES[kind], why, seen=kind)
+
+
+#: the ways a cancel is not exercised that another attempt can change (runner.py re-runs them)
+CANCEL_MISSES = frozenset({"never-sent", "crossed"})
+
+
+def smaller_cancel_point(after: int, missed: str, events: int) -> int:
+    """A generated case's next cancel point: within what the endpoint streamed this attempt
+    (before its last event when the cancel was never sent; one event earlier when the terminal
+    crossed it), at least 0 (right after the submit)."""
+    return max(0, (min(after, events) if missed == "never-sent" else after) - 1)
