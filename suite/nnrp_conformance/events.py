@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from nnrp_conformance import contract
 from nnrp_conformance.findings import Finding
 from nnrp_conformance.jsonsafe import jsonable
-from nnrp_conformance.rules import VERDICT_WAIVED
+from nnrp_conformance.rules import VERDICT_NOT_EXERCISED, VERDICT_WAIVED
 
 if TYPE_CHECKING:
     from nnrp_conformance.case_results import CaseResult
@@ -58,7 +58,8 @@ class CaseRecord:
     message: str | None
     upstream: dict[str, Any]
     started_at: str | None = None
-    #: the Autobahn-style verdict: passed / non-strict / failed / informational / skipped
+    #: the Autobahn-style verdict: passed / non-strict / failed / informational / skipped /
+    #: not-exercised (a case that ran without exercising what it is about) / waived
     verdict: str = ""
     #: for a failed or non-strict case: the command that re-runs just this case
     reproduce: str | None = None
@@ -76,6 +77,12 @@ class CaseRecord:
     @property
     def skipped(self) -> bool:
         return self.outcome == contract.OUTCOME_SKIPPED
+
+    @property
+    def not_exercised(self) -> bool:
+        """A case that ran but whose exercise did not happen (checks/exercise.py): outcome
+        ``skipped``, judged nothing about what it is about."""
+        return self.verdict == VERDICT_NOT_EXERCISED
 
     @property
     def waived(self) -> bool:

@@ -98,6 +98,8 @@ class RecipeItem(pytest.Item):
             pytest.xfail(f"waived by the baseline ({rules})")
         if record.failed:
             raise RecipeFailure(record)
+        if record.not_exercised:  # it ran: its message says what did not happen
+            pytest.skip(record.message or "not exercised")
         if record.skipped:
             pytest.skip(record.reason or record.message or "skipped by the runner")
 

@@ -37,6 +37,7 @@ __all__ = [
     "TAG_PROFILE",
     "TAG_RECOMMENDATION",
     "TAG_UPSTREAM",
+    "VERDICT_NOT_EXERCISED",
     "VERDICT_WAIVED",
     "Rule",
     "Source",
@@ -63,6 +64,9 @@ LEVEL_INFORMATIONAL = "informational"
 LEVELS = (LEVEL_FAILED, LEVEL_NON_STRICT, LEVEL_INFORMATIONAL, LEVEL_PASSED)
 #: a case's verdict (not a finding's level) when a baseline waives its failure (baseline.py)
 VERDICT_WAIVED = "waived"
+#: a case's verdict (outcome ``skipped``) when what it is about did not happen: a cancel never
+#: sent or crossed by the terminal, a deadline never reached (checks/exercise.py)
+VERDICT_NOT_EXERCISED = "not-exercised"
 
 _FILE = Path(__file__).with_name("rulebook.json")
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from nnrp_conformance import contract
 from nnrp_conformance.case_results import (
     CaseResult,
     case_results_document,
@@ -31,6 +32,13 @@ from nnrp_conformance.case_results import (
     unresponsive_result,
 )
 from nnrp_conformance.checks import Observation, judge
+from nnrp_conformance.checks.exercise import (
+    CANCEL_MISSES,
+    REPEATED_ERRORS,
+    smaller_cancel_point,
+)
+from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
+from nnrp_conformance.checks.generated import generated_family
 from nnrp_conformance.jsonsafe import jsonable
 from nnrp_conformance.terminals import DELIVERIES_FROM_ENDPOINT, terminal_kind_of
 from nnrp_conformance.trace import frame_trace
@@ -65,11 +73,14 @@ DEFAULT_MAX_EVENTS = 20_000
 CLIENT_FLOOD_RULE = "client.max_events"
 #: extra wall time over the client's own timeout before the runner gives up on an operation
 _GRACE_S = 5.0
-#: A cancel case whose endpoint's terminal reached the client before the client could send its
-#: cancel (the client read the frames already here first: ``client/pump.py``) proves nothing
-#: about cancellation either way: the race was lost on the client's side. It runs again, at
-#: most this many attempts in all; the last attempt is judged and the lost ones are reported.
-#: An endpoint that ignores cancels still fails every attempt: its frames come after the cancel.
+#: A cancel case whose exercise did not happen (checks/exercise.py: the answer ended before the
+#: cancel point, its terminal was already here when the cancel was due, or its terminal was the
+#: endpoint's next frame after the cancel and may have crossed it) proves nothing about
+#: cancellation either way. It runs again, at most this many attempts in all; the last attempt
+#: is judged (``skipped`` / ``not-exercised`` when it was not exercised either) and the earlier
+#: ones are listed in ``diagnostics.cancel_races_lost``. A generated case runs again with its
+#: cancel point moved within what the endpoint streamed (``smaller_cancel_point``). An endpoint
+#: that ignores cancels still fails: it streams on after the cancel, which is exercised.
 CANCEL_RACE_ATTEMPTS = 3
 
 
@@ -124,20 +135,31 @@ async def run_case(client: Any, case: PlannedCase, *,
     """Run ``case`` over ``client`` and judge it (it runs even if not selected; callers
     decide about skipping); with ``trace``, the result carries the case's frame trace; with
     ``twin`` (:class:`~nnrp_conformance.twin.HttpTwin`), the comparison with the HTTP API. Never
-    raises for endpoint misbehaviour. A cancel case whose race was lost on the client's side
-    runs again (``CANCEL_RACE_ATTEMPTS``); ``diagnostics.cancel_races_lost`` lists those."""
+    raises for endpoint misbehaviour. A cancel case whose cancel was not exercised runs again
+    (``CANCEL_RACE_ATTEMPTS``); ``diagnostics.cancel_races_lost`` lists those attempts."""
     lost: list[dict[str, Any]] = []
+    after = case.cancel_after_events
+    generated = generated_family(case) is not None
     while True:
-        result, op = await _run_once(
+        # an error right after the cancel in every earlier attempt, and this is the last: the
+        # endpoint answers this cancel with an error, judged (checks/exercise.py)
+        errors = len(lost) if len(lost) + 1 == CANCEL_RACE_ATTEMPTS and all(
+            e["not_exercised"] == "crossed" and e["terminal"] == contract.TERMINAL_ERROR
+            for e in lost) else 0
+        result, _op = await _run_once(
             client, case, timeout=timeout, manifest=manifest,
             capability_document=capability_document, max_events=max_events,
             idle_timeout=idle_timeout, strict=strict, capability_file=capability_file,
-            trace=trace, races_lost=len(lost))
-        if not getattr(op, "ended_before_cancel", False) or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
+            trace=trace, cancel_after=after, errors_after_cancel=errors)
+        missed = (result.diagnostics.get("not_exercised") or {}).get("kind")
+        if missed not in CANCEL_MISSES or len(lost) + 1 >= CANCEL_RACE_ATTEMPTS:
             break
-        lost.append({"attempt": len(lost) + 1, "events": result.diagnostics["event_count"],
+        lost.append({"attempt": len(lost) + 1, "not_exercised": missed,
+                     "cancel_after": after, "events": result.diagnostics["event_count"],
                      "terminal": result.terminal,
                      "timings_ms": result.diagnostics["timings_ms"]})
+        if generated and after is not None:
+            after = smaller_cancel_point(after, missed, result.diagnostics["event_count"])
     if lost:
         result.diagnostics["cancel_races_lost"] = lost
     if twin is not None:  # --nnrp-http-twin: the same body to the HTTP API (twin/)
@@ -149,7 +171,8 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
                     manifest: Manifest | None, capability_document: dict[str, Any] | None,
                     max_events: int, idle_timeout: float | None, strict: bool,
                     capability_file: str | None, trace: bool,
-                    races_lost: int) -> tuple[CaseResult, Any]:
+                    cancel_after: int | None, errors_after_cancel: int = 0
+                    ) -> tuple[CaseResult, Any]:
     """One attempt of :func:`run_case`: the result and the client's operation (or None)."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
                  else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
@@ -164,7 +187,11 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
     terminal_ns: int | None = None
     cancel_ns: int | None = None
     op: Any = None
-    after = case.cancel_after_events
+    after = cancel_after
+    if after != case.cancel_after_events:  # moved for a generated case (run_case)
+        extra["cancel_after"] = after
+    if errors_after_cancel:
+        extra[REPEATED_ERRORS] = errors_after_cancel
     decode_errors: dict[int, str] = {}
     try:
         payload, frames = payload_of(case)
@@ -215,11 +242,10 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
     if decode_errors:
         extra["decode_errors"] = decode_errors
     _finish_observation(obs, op, cancel_ns)
-    if getattr(op, "ended_before_cancel", False):
-        # this attempt's race was lost too: the verdict says how many in all
-        extra["cancel_races_lost"] = races_lost + 1
     if terminal_ns is None and obs.terminal_kind is not None:
         terminal_ns = time.perf_counter_ns()
+    # an upper bound of the endpoint's own time to its terminal (checks/exercise.py)
+    extra["submit_to_terminal_ms"] = _ms(terminal_ns, t0)
     verdict = judge(case, obs, manifest=manifest, capability_document=capability_document,
                     strict=strict, capability_file=capability_file)
     events = [e for e in obs.events if isinstance(e, dict)]
@@ -256,6 +282,11 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
     }
     if extra.get("exception"):
         diagnostics["exception"] = extra["exception"]
+    if "cancel_after" in extra:
+        diagnostics["cancel_after_events"] = extra["cancel_after"]
+    if extra.get(NOT_EXERCISED):
+        kind, why = extra[NOT_EXERCISED]
+        diagnostics["not_exercised"] = {"kind": kind, "why": why}
     return CaseResult(
         id=case.id, outcome=verdict.outcome, terminal=obs.terminal_kind, verdict=verdict,
         events=events, duration_s=duration, started_at=started_at, level=case.level,

@@ -289,7 +289,7 @@ def test_nothing_after_the_terminal() -> None:
     assert rules(v) == ["cancel.late-event"]
 
 
-def test_real_cancel_passes_and_not_sent_fails() -> None:
+def test_real_cancel_passes_and_not_sent_is_not_exercised() -> None:
     case = case_of("level1.chat.cancel.client")
     good = {"type": contract.EV_CANCELLED, "reason": "client"}
     assert judge(case, obs([delta()], "cancelled", good, cancelled_at_index=0)).passed
@@ -301,9 +301,10 @@ def test_real_cancel_passes_and_not_sent_fails() -> None:
     v = judge(case, obs([delta()], "cancelled", {"type": contract.EV_CANCELLED,
                                                 "reason": "user_stop"}, cancelled_at_index=0))
     assert (v.outcome, v.level, rules(v)) == ("passed", "non-strict", ["cancel.reason"])
+    # the answer ended before the cancel point: nothing about cancellation is judged
+    # (checks/exercise.py; tests/unit/test_exercise.py)
     v = judge(case, obs([], "success", completion()))
-    # the terminal after a cancel is a reading (§9, issue 43): cancel.terminal, non-strict
-    assert {"cancel.not-sent", "cancel.terminal"} <= set(rules(v))
+    assert (v.outcome, v.level, rules(v)) == ("skipped", "not-exercised", ["cancel.not-sent"])
 
 
 def test_in_band_hint() -> None:

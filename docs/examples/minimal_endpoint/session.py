@@ -10,11 +10,13 @@ vanished. What goes on the wire is ``sending.Sender``'s.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from typing import Any
 
 import admission
+import answer_shapes
 import anyio
 import chat_profile
 import input_faults
@@ -67,6 +69,7 @@ class Session(Sender):
                 levels=config.levels, planners=config.planners(),
             )
         plan = admission.admit(self, plan, request)  # session limits (variants)
+        plan = answer_shapes.reshape(config.variant, plan)
         now = time.monotonic()
         deadline = None
         if plan.timeout_ms is not None and config.defect != "ignores-timeout":
@@ -82,7 +85,9 @@ class Session(Sender):
         """Send what is due for one operation: at most one slice of events, or its end."""
         config, plan = self.config, state.plan
         delay = 0.0 if config.defect == "flood" else config.delta_delay_s
-        for _ in range(SLICE_EVENTS):
+        for n in itertools.count():
+            if n >= SLICE_EVENTS and not answer_shapes.bursts(plan, state.sent):
+                return  # (ends-at-cancel sends the rest of its answer at once)
             now = time.monotonic()
             if state.deadline is not None and now >= state.deadline:
                 if config.variant == "timeout-cancelled":
@@ -119,7 +124,8 @@ class Session(Sender):
                     neighbours.swap_terminal(self, state)
                     await self.push(state, plan.terminal, plan.status)
                 return
-            state.next_due = max(state.next_due + delay, now) if delay else now
+            state.next_due = max(state.next_due + delay, now) \
+                if delay and not answer_shapes.bursts(plan, state.sent + 1) else now
             if item is not None:
                 try:
                     for body in neighbours.cross_talk(self, state, item):

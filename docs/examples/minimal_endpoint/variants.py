@@ -21,6 +21,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Final
 
+from answer_shapes import SHAPES
 from openai_codes import openai_codes
 
 VARIANTS: Final = MappingProxyType(
@@ -107,6 +108,7 @@ VARIANTS: Final = MappingProxyType(
             "a stream (chat or Responses) ends with an empty successful RESULT_PUSH, zero "
             "payload frames (§8.1 MAY), instead of response.completed"
         ),
+        **SHAPES,  # answer_shapes.py: answers as short as the profile allows
     }
 )
 

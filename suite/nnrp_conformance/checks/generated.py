@@ -10,9 +10,9 @@
   rules, authority.py) failed, the refusal is judged by two recommendations instead:
   ``generated.server-error`` (a ``server_error``) and ``generated.refusal-unnamed`` (an
   ``invalid_request_error`` that names neither a field of the request, nor a ``param``, nor
-  a code of its own). A stream that ended before the generated cancel point proves nothing
-  about the cancel (the generator chose the point): its expectation and ``cancel.not-sent``
-  are dropped.
+  a code of its own). A generated cancel that was never sent or was crossed judges nothing
+  about cancellation (``checks/exercise.py``; the runner moves a generated case's cancel
+  point within what the endpoint streamed and runs it again first, ``runner.py``).
 * :func:`session_served_next`: after an invalid request, the session's next operation got a
   terminal (``generated.session-serves-next``; the probe is run by ``generate/settle.py``).
 """
@@ -23,6 +23,7 @@ from typing import Any
 
 from nnrp_conformance import authority, contract, rules
 from nnrp_conformance.checks.context import Context, chat_completion_body, type_of
+from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
 from nnrp_conformance.checks.model import Finding
 
 __all__ = ["check_stop", "check_text_unicode", "generated_family", "judge_generated",
@@ -106,22 +107,18 @@ def judge_generated(ctx: Context) -> None:
         return
     failed = [f for f in ctx.findings if f.level == rules.LEVEL_FAILED]
     expected = authority.expectation_rules(ctx.case.expect)
-    if not failed or any(f.rule not in expected | {"cancel.not-sent"} for f in failed):
+    # a cancel the generator asked for that was never sent or was crossed left no expectation
+    # finding (checks/exercise.py), but a refusal is still judged by the recommendations
+    unexercised = bool(ctx.obs.extra.get(NOT_EXERCISED))
+    if (not failed and not unexercised) or any(f.rule not in expected for f in failed):
         return
     term = ctx.obs.terminal_event
-    if ctx.obs.terminal_kind == contract.TERMINAL_SUCCESS and any(
-            f.rule == "cancel.not-sent" for f in ctx.findings):
-        # the generator's cancel point was past the answer's end: nothing to judge
-        ctx.findings = [f for f in ctx.findings
-                        if f.rule not in expected and f.rule != "cancel.not-sent"]
-        return
     if ctx.obs.terminal_kind != contract.TERMINAL_ERROR or type_of(term) != contract.EV_ERROR:
         return
     err = term.get("error") if isinstance(term, dict) else None
     if not isinstance(err, dict):
         return
-    ctx.findings = [f for f in ctx.findings
-                    if f.rule not in expected and f.rule != "cancel.not-sent"]
+    ctx.findings = [f for f in ctx.findings if f.rule not in expected]
     if err.get("type") == "server_error":
         ctx.fail("generated.server-error", f"a valid request was answered with a server_error "
                  f"(code {err.get('code')!r}: {str(err.get('message'))[:200]})",

@@ -21,6 +21,8 @@ from nnrp_conformance.checks.capability import (
 from nnrp_conformance.checks.context import Context, type_of
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
+from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
+from nnrp_conformance.checks.exercise import judge_not_exercised, why_not_exercised
 from nnrp_conformance.checks.generated import check_stop, check_text_unicode, judge_generated
 from nnrp_conformance.checks.input_errors import check_error_about_input
 from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
@@ -85,6 +87,9 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     check_stop,
     check_text_unicode,
 )
+#: the checks that judge only what a recipe expects of its exercise (checks/exercise.py): not
+#: run when the exercise did not happen
+_ABOUT_THE_EXERCISE = frozenset({check_expected})
 
 
 def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = None,
@@ -99,7 +104,12 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
     if discovery_missing(ctx):
         judge_missing_discovery(ctx)
         return _verdict(ctx)
+    exercise = why_not_exercised(case, obs)
+    if exercise is not None:
+        obs.extra[NOT_EXERCISED] = exercise
     for check in _ALWAYS:
+        if exercise is not None and check in _ABOUT_THE_EXERCISE:
+            continue  # the recipe's expectations describe what did not happen
         check(ctx)
     for name in case.checks or ():
         if name not in NAMED_CHECKS:  # the named ones already ran above
@@ -107,6 +117,7 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
                      f"(known: {', '.join(sorted(NAMED_CHECKS))})")
     judge_generated(ctx)
     judge_beyond_profile(ctx)
+    judge_not_exercised(ctx)
     return _verdict(ctx)
 
 

@@ -9,7 +9,11 @@ from typing import Any
 from nnrp_conformance import contract, rules
 from nnrp_conformance.findings import Finding
 
-__all__ = ["Finding", "Observation", "Verdict", "verdict_of"]
+__all__ = ["NOT_EXERCISED_NOTES", "Finding", "Observation", "Verdict", "verdict_of"]
+
+#: the notes that say a case's exercise did not happen (checks/exercise.py): with nothing
+#: failed, such a case is ``skipped`` with the verdict ``not-exercised``
+NOT_EXERCISED_NOTES = frozenset({"cancel.not-sent", "cancel.crossed", "timeout.not-reached"})
 
 
 @dataclass
@@ -45,10 +49,16 @@ class Verdict:
 
 def verdict_of(case_id: str, terminal: str | None, findings: list[Finding], events: int
                ) -> Verdict:
-    """The verdict of a case with ``findings``: its outcome (failed when any finding fails),
-    level and message (the first three findings, or the ``events`` seen and the terminal)."""
+    """The verdict of a case with ``findings``: its outcome (failed when any finding fails;
+    skipped, verdict not-exercised, when a note says its exercise did not happen), level and
+    message (the first three findings, or the ``events`` seen and the terminal)."""
     level = rules.case_level(f.level for f in findings)
     outcome = contract.OUTCOME_FAILED if level == rules.LEVEL_FAILED else contract.OUTCOME_PASSED
+    missed = next((f for f in findings if f.rule in NOT_EXERCISED_NOTES
+                   and f.level == rules.LEVEL_INFORMATIONAL), None)
+    if missed is not None and outcome != contract.OUTCOME_FAILED:
+        return Verdict(contract.OUTCOME_SKIPPED, terminal, findings,
+                       f"{case_id}: not exercised: {missed.message}", rules.VERDICT_NOT_EXERCISED)
     if findings:
         head = "; ".join(str(f) for f in findings[:3])
         more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""

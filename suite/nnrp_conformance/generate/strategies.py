@@ -266,7 +266,9 @@ def body_of(claim: Claim, model: str) -> st.SearchStrategy[dict[str, Any]]:
 
 
 #: a cancelled stream's length: its cancel point (<= 3 events) comes long before its end, as
-#: in the cancel recipes (a shorter answer races the cancel: its terminal may cross it)
+#: in the cancel recipes. An endpoint may still answer shorter (the profile fixes no length):
+#: then the runner moves the point within what it streamed and runs the case again, and a
+#: cancel never sent or crossed is reported not exercised (runner.py, checks/exercise.py)
 CANCELLED_TOKENS = 400
 
 

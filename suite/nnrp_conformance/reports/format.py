@@ -29,7 +29,10 @@ MAX_FINDINGS_SHOWN = 8
 
 
 def verdict_label(record: CaseRecord) -> str:
-    """passed / non-strict / failed / informational / skipped (rules.py levels)."""
+    """passed / non-strict / failed / informational / skipped (rules.py levels), or
+    not-exercised (a case that ran, ``skipped`` in upstream's outcome: checks/exercise.py)."""
+    if record.not_exercised:
+        return "not-exercised"
     if record.skipped:
         return "skipped"
     return record.verdict or record.outcome
@@ -53,7 +56,7 @@ def reason_text(record: CaseRecord, width: int | None = None) -> str:
         return clip(text, width)
     if record.failed and record.message:
         return clip(record.message, width)
-    if record.findings and not record.skipped:
+    if record.findings and (not record.skipped or record.not_exercised):
         first = record.findings[0]
         return clip(f"{first.level}: {first.rule}: {first.message}", width)
     return clip(record.reason or "", width)
@@ -72,22 +75,26 @@ def not_run(record: CaseRecord) -> str | None:
 
 def counts(records: Iterable[CaseRecord]) -> dict[str, int]:
     """Cases per outcome as pytest counts them; a waived failure counts as ``waived``, not as
-    failed or passed; a case never run is ``deselected`` or ``not run``, not skipped."""
-    out = {"passed": 0, "failed": 0, "skipped": 0, "waived": 0, "deselected": 0, "not run": 0}
+    failed or passed; a case never run is ``deselected`` or ``not run``, not skipped; a case
+    that ran without exercising what it is about is ``not exercised``, not skipped."""
+    out = {"passed": 0, "failed": 0, "skipped": 0, "waived": 0, "deselected": 0, "not run": 0,
+           "not exercised": 0}
     for r in records:
-        key = "waived" if r.waived else (not_run(r) if r.skipped else None) or r.outcome
+        key = "waived" if r.waived else "not exercised" if r.not_exercised else (
+            not_run(r) if r.skipped else None) or r.outcome
         out[key] = out.get(key, 0) + 1
     return out
 
 
 def summary_line(records: Sequence[CaseRecord]) -> str:
-    """'N passed, N failed[, N waived], N skipped[, N deselected][, N not run]' (the plain
-    closing line CI readers understand, counting as pytest does), then how many of the
-    passed were non-strict or informational."""
+    """'N passed, N failed[, N waived], N skipped[, N not exercised][, N deselected][, N not
+    run]' (the plain closing line CI readers understand, counting as pytest does, which counts
+    a not-exercised case as skipped), then how many of the passed were non-strict or
+    informational."""
     c = counts(records)
     waived = f", {c['waived']} waived" if c["waived"] else ""
     line = f"{c['passed']} passed, {c['failed']} failed{waived}, {c['skipped']} skipped"
-    line += "".join(f", {c[k]} {k}" for k in ("deselected", "not run") if c[k])
+    line += "".join(f", {c[k]} {k}" for k in ("not exercised", "deselected", "not run") if c[k])
     notes = [f"{n} {label}" for label in ("non-strict", "informational")
              if (n := sum(1 for r in records if verdict_label(r) == label))]
     return line + (f" ({', '.join(notes)})" if notes else "")

@@ -22,7 +22,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;
 h1{font-size:1.4rem;margin-bottom:.3rem}
 .verdict{font-weight:700;padding:.2rem .6rem;border-radius:.3rem;display:inline-block}
 .v-passed{background:#dafbe1;color:#116329}.v-failed{background:#ffebe9;color:#a40e26}.v-waived{background:#ddf4ff;color:#0a3069}
-.v-skipped{background:#fff8c5;color:#7d4e00}
+.v-skipped,.v-not-exercised{background:#fff8c5;color:#7d4e00}
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}
 th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right}
@@ -71,7 +71,7 @@ def render_html(started: RunStarted | None, finished: RunFinished,
         "<th>events</th><th>duration</th><th>reason</th></tr>",
     ]
     for r in records:
-        selected = not r.skipped  # a case that ran
+        selected = not r.skipped or r.not_exercised  # a case that ran
         reason = reason_text(r, 240)
         anchor = f' href="#case-{escape(r.id)}"' if r.failed or r.event_types else ""
         name = f"<a{anchor}><code>{escape(r.id)}</code></a>" if anchor else (

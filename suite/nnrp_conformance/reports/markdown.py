@@ -20,7 +20,7 @@ __all__ = ["VERDICT_ICONS", "MarkdownHandler", "render_markdown"]
 #: how a verdict reads in a Markdown table (the merged report uses the same)
 VERDICT_ICONS = {"passed": "✅ passed", "failed": "❌ failed", "skipped": "⏭️ skipped",
           "non-strict": "⚠️ non-strict", "informational": "ℹ️ informational",
-          "waived": "🔕 waived"}
+          "waived": "🔕 waived", "not-exercised": "⏭️ not exercised"}
 
 
 def _cell(text: object) -> str:
@@ -61,7 +61,7 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
     out += ["| recipe | verdict | level | status | events | duration | reason |"]
     out += ["|---|---|---|---|---:|---:|---|"]
     for r in records:
-        selected = not r.skipped  # a case that ran
+        selected = not r.skipped or r.not_exercised  # a case that ran
         reason = reason_text(r, 240)
         out.append(
             "| "
@@ -82,10 +82,13 @@ def render_markdown(started: RunStarted | None, finished: RunFinished) -> str:
     failed = [r for r in records if r.failed and not r.waived]
     waived = [r for r in records if r.waived]
     noted = [r for r in records if verdict_label(r) in ("non-strict", "informational")]
+    unexercised = [r for r in records if r.not_exercised]
     if finished.baseline_problems:
         out += ["", "## Baseline", ""] + [f"- {p}" for p in finished.baseline_problems]
     for title, group in (("Failures", failed), ("Waived (accepted by the baseline)", waived),
-                         ("Non-strict and informational", noted)):
+                         ("Non-strict and informational", noted),
+                         ("Not exercised (judged nothing about what they are about)",
+                          unexercised)):
         if not group:
             continue
         out += ["", f"## {title}", ""]

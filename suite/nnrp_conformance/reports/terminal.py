@@ -40,7 +40,7 @@ def summary_console(file: object = None, *, color: bool | None = None,
     return Console(**kwargs)
 
 _STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow", "non-strict": "magenta",
-           "informational": "cyan", "waived": "blue"}
+           "informational": "cyan", "waived": "blue", "not-exercised": "yellow"}
 
 
 def _table(records: Sequence[CaseRecord], title: str, width: int) -> Table:
@@ -61,8 +61,8 @@ def _table(records: Sequence[CaseRecord], title: str, width: int) -> Table:
             Text(label, style=_STYLES.get(label, "")),
             "" if r.level is None else str(r.level),
             r.status,
-            str(len(r.event_types)) if not r.skipped else "",
-            f"{r.duration_s:.2f}s" if not r.skipped else "",
+            str(len(r.event_types)) if not r.skipped or r.not_exercised else "",
+            f"{r.duration_s:.2f}s" if not r.skipped or r.not_exercised else "",
             reason_text(r, budget),
         )
     return table
@@ -104,7 +104,7 @@ def render_summary(
             console.print(f"  frame trace: {r.trace}", markup=False, highlight=False,
                           soft_wrap=True)
     for r in records:
-        if verdict_label(r) not in ("non-strict", "informational"):
+        if verdict_label(r) not in ("non-strict", "informational", "not-exercised"):
             continue
         console.print(Text(f"{verdict_label(r).upper()} {r.id} ({r.status})",
                            style=_STYLES[verdict_label(r)]))
