@@ -89,7 +89,9 @@ def test_an_endpoint_that_streamed_on_after_the_cancel_is_judged() -> None:
                 wire_findings=[AFTER_CANCEL])
         v = judge(case_of(CANCEL), o)
         assert v.outcome == "failed", v.findings
-        assert {"wire.result_after_cancel", "terminal.kind"} <= set(rules(v))
+        # the kind after a cancel is a reading (§9): cancel.terminal notes it; the frames the
+        # endpoint sent after seeing the cancel fail the case
+        assert {"wire.result_after_cancel", "cancel.terminal"} <= set(rules(v))
 
 
 def test_the_rest_of_the_stream_is_still_judged() -> None:
@@ -137,7 +139,10 @@ def test_an_error_at_the_cancel_in_every_attempt_answers_the_cancel() -> None:
     every = obs([delta()], "error", wrong, cancelled_at_index=0,
                 extra={**sent(0), REPEATED_ERRORS: 2})
     v = judge(case_of(CANCEL), every)
-    assert v.outcome == "failed" and "terminal.kind" in rules(v), v.findings
+    # judged: no normative text fixes the terminal after a frame cancellation, so the error
+    # is cancel.terminal's note (non-strict), not a skipped case
+    assert (v.outcome, v.level) == ("passed", "non-strict") and "cancel.terminal" in rules(v), \
+        v.findings
 
 
 def test_every_verdict_of_a_case_with_the_note_is_not_exercised() -> None:
