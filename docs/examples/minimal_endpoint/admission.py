@@ -18,6 +18,9 @@ every cancel answered:
   with ``tools`` has streamed its first event: a defect of that one case, which must not fail
   the cases after it.
 
+The ``every-freedom`` variant's ``overload-refusal`` (``freedom_acts.py``) refuses the same way
+past its own limit.
+
 An invalid request is answered with its own error before admission (as a server validates a
 request before it schedules it), so a limit never hides an input error.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+import freedom_acts
 from envelope import STATUS_FOR_TYPE, Plan
 
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
@@ -53,7 +57,8 @@ def admit(session: Any, plan: Plan, request: Any) -> Plan:
     if session.config.variant == DROP_ON_TOOLS and isinstance(request, bytes) \
             and b'"tools"' in request:
         plan.extra[DROP_ON_TOOLS] = True
-    limits = _REFUSALS.get(session.config.variant or "")
+    limits = _REFUSALS.get(session.config.variant or "") \
+        or freedom_acts.overload_limits(session.config)
     if limits is None or _is_error(plan):
         return plan
     cap, family, code = limits

@@ -63,6 +63,11 @@ VARIANTS: Final = MappingProxyType(
             "an invalid submit (a malformed frame or envelope, §6.1) ends in an NNRP drop "
             "without a profile body: the profile's preferred mapping of a malformed frame"
         ),
+        # freedoms.py: the freedoms, each switchable (--without NAME, --freedom NAME)
+        "every-freedom": (
+            "every choice the three normative texts leave open, taken the other way from this "
+            "endpoint's default (freedoms.py lists each with its sentence)"
+        ),
         # admission.py: session limits; the first is a cancel defect the suite must charge
         # to the cancel cases alone, the second conformant
         "cancel-leak-cap": (
