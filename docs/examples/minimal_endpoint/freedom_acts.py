@@ -2,10 +2,11 @@
 
 Three hooks, each a no-op without the freedom it serves:
 
-* ``replan``: which events an operation streams and how it ends (one delta, no tool-call
-  deltas, interleaved calls, no output items, no Responses usage, an empty terminal);
+* ``replan``: which events an operation streams and how it ends (one delta, an empty first
+  delta, no tool-call deltas, interleaved calls, no output items, no Responses usage, an
+  empty terminal);
 * ``restyle``: how one event is written (families, codes, reasons, usage, openai_chunk,
-  diagnostics);
+  diagnostics, the capability document's flags);
 * the NNRP-side choices the session and the sender ask about: ``takes`` (timeouts, cancel
   hints, discovery, overload, invalid submits), ``push_status``, ``cancel_diagnostic`` and
   ``error_drop``.
@@ -19,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from envelope import OP_RESPONSES, Plan, encode
+from variants import unstated_flags
 
 #: profile family -> this endpoint's own (unsupported operations get "unimplemented")
 FAMILIES: Final = MappingProxyType({
@@ -57,13 +59,16 @@ def _type(event: dict[str, Any] | None) -> str:
 def _one_delta(events: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
     """Consecutive text deltas of one item merged into the last step (the steps before it
     stay generation steps that emit nothing, so the answer takes as long as before)."""
+    def text_of(event: dict[str, Any] | None) -> tuple[Any, ...] | None:
+        """The text item an event is a delta of (None: not a text delta)."""
+        if event is None or _type(event) != "response.output_text.delta":
+            return None
+        return (event.get("index"), event.get("item_id"))
+
     out: list[dict[str, Any] | None] = []
-    key = lambda e: (e.get("index"), e.get("item_id"))  # noqa: E731
-    for is_text, run in itertools.groupby(
-            events, lambda e: (e is not None and _type(e) == "response.output_text.delta",
-                               key(e) if e else None)):
+    for item, run in itertools.groupby(events, text_of):
         run_list = list(run)
-        if not is_text[0] or len(run_list) < 2:
+        if item is None or len(run_list) < 2:
             out += run_list
             continue
         merged = dict(run_list[-1] or {})
@@ -109,6 +114,10 @@ def replan(plan: Plan, config: Any) -> Plan:
     dropped("no-tool-call-deltas", ("response.tool_call.delta",))
     if takes(config, "one-delta"):
         events[:] = _one_delta(events)
+    if takes(config, "empty-first-delta"):
+        first = next((e for e in events if _type(e) == "response.output_text.delta"), None)
+        if first is not None:
+            events.insert(events.index(first), {**first, "delta": ""})
     if takes(config, "interleaved-tool-calls"):
         events[:] = _interleave(events)
     plan.partials = [None if e is None else encode(e) for e in events]
@@ -162,6 +171,8 @@ def restyle(event: dict[str, Any], freedoms: frozenset[str], operation_id: int) 
                                         or kind.startswith("response.tool_call.")):
         out["openai_chunk"] = {"object": "chat.completion.chunk", "choices": [
             {"index": out.get("index", 0), "delta": {"content": out.get("delta")}}]}
+    if "unstated-flags" in freedoms:
+        out = unstated_flags(out)
     if "extra-diagnostics" in freedoms:
         out["diagnostics"] = {"queue_delay_ms": 0, "acme_scheduler": {"slot": operation_id}}
     return out

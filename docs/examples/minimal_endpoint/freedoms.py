@@ -41,6 +41,10 @@ FREEDOMS: Final = MappingProxyType({
         "a whole text answer travels as one response.output_text.delta (one per output item)",
         DESIGN, "3", "This profile does not define model quality, sampling correctness, "
         "tokenizer behavior, or tool execution policy."),
+    "empty-first-delta": Freedom(
+        "a text stream opens with a response.output_text.delta whose delta is \"\" (OpenAI's "
+        "first chunk carries the role and no text)",
+        DESIGN, "7", "Incremental text output."),
     "no-tool-call-deltas": Freedom(
         "a tool call streams started then completed, with no response.tool_call.delta",
         CONTRACT, "ordering.rules",
@@ -123,6 +127,10 @@ FREEDOMS: Final = MappingProxyType({
         "operation it does not serve, with its own code unknown_operation",
         DESIGN, "13", "Adapters advertise profile support with a readable JSON capability "
         "document:"),
+    "unstated-flags": Freedom(
+        "the capability document (when it is served) states only the operation flags of the "
+        "profile design's example: streaming, non_streaming, tool_calls",
+        DESIGN, "13", '"tool_calls": true'),
     "overload-refusal": Freedom(
         "an operation past 3 in flight on one session is refused with a profile error body "
         "(server_error / overloaded, then its own family and code) before any output",
@@ -142,6 +150,10 @@ NOT_TAKEN: Final = MappingProxyType({
     "chat-usage-omitted": (
         "no response.usage on a chat stream that asked for it (stream_options.include_usage): "
         "OpenAI's semantics, which §1 says the profile preserves, send it"),
+    "non-streaming-empty-terminal": (
+        "an empty RESULT_PUSH for a successful non-streaming answer: §8.1's MAY is written for "
+        "an empty result, and §8 says a non-streaming request returns one logical result "
+        "payload that preserves OpenAI's response shape"),
     "non-streaming-partials": (
         "partial results before a non-streaming answer's terminal: §8 'A non-streaming request "
         "returns one logical result payload'"),

@@ -125,7 +125,8 @@ def restyle(event: dict[str, Any], variant: str | None,
     return out
 
 
-def _unstated_flags(event: dict[str, Any]) -> dict[str, Any]:
+def unstated_flags(event: dict[str, Any]) -> dict[str, Any]:
+    """The capability document with only the flags of the profile design's example (§13)."""
     body = event.get("body")
     if event.get("type") != "response.completed" or not isinstance(body, dict) \
             or body.get("profile") != "openai-compatible":
@@ -178,7 +179,7 @@ def _timeout_family(event: dict[str, Any], _op: int) -> dict[str, Any]:
 
 
 _RESTYLES: Final = MappingProxyType({
-    "unstated-flags": lambda event, _op: _unstated_flags(event),
+    "unstated-flags": lambda event, _op: unstated_flags(event),
     "error-param": lambda event, _op: _error(event, param=None),
     "own-codes": _own_code,
     "chat-usage-names": _usage_names,
