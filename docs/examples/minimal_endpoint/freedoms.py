@@ -3,8 +3,9 @@ taken the other way from this endpoint's default, with the sentence that leaves 
 
 A freedom is a named, separately switchable change (``--variant every-freedom`` takes them all,
 ``--without NAME`` leaves one out, ``--freedom NAME`` takes only the named ones). Each entry
-quotes its authority from the profile design (``§N``), the contract JSON or the data-plane spec,
-word for word (tests/suite/test_every_freedom.py checks every quote against ``upstream/``).
+quotes its authority word for word from the profile design (a numbered section) or the
+contract JSON (a member); tests/suite/test_every_freedom.py checks every quote against
+``upstream/``. No freedom needed the data-plane spec: it fixes identities and layouts only.
 A ``doubt`` says where the texts can be read both ways; docs/verdicts.md#freedoms lists them.
 What each freedom does to an answer is ``freedom_acts.py``'s; this module holds only the facts.
 """
@@ -27,7 +28,7 @@ class Freedom:
 
     does: str
     document: str  #: DESIGN or CONTRACT
-    section: str  #: ``7`` (profile design) or a contract member path
+    section: str  #: a section number of the profile design, or a contract member path
     quote: str  #: verbatim from the document (whitespace may differ)
     doubt: str = ""  #: the other reading, when the texts can be read both ways
 
