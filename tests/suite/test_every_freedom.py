@@ -151,13 +151,19 @@ def test_a_thousand_generated_cases_pass(tmp_path: Path, every_freedom: Any) -> 
             _command(every_freedom, *args), cwd=cwd, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL))
     failures, generated = [], 0
-    for seed, (cwd, proc) in runs.items():
-        out, _ = proc.communicate(timeout=800)
-        assert "Traceback" not in out, out[-3000:]
-        counts = _counts(cwd)
-        generated += sum(counts.values()) - 1
-        failures += [f"seed {seed}: {line}" for line in _failures(cwd)]
-        print(f"seed {seed}: {counts}")
+    try:
+        for seed, (cwd, proc) in runs.items():
+            out, _ = proc.communicate(timeout=800)
+            assert "Traceback" not in out, out[-3000:]
+            counts = _counts(cwd)
+            generated += sum(counts.values()) - 1
+            failures += [f"seed {seed}: {line}" for line in _failures(cwd)]
+            print(f"seed {seed}: {counts}")
+    finally:
+        for _, proc in runs.values():  # a run left over by a failure ends with the test
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
     print(f"every-freedom, {generated} generated cases ({len(SEEDS)} seeds side by side, "
           f"--concurrency 4): {time.monotonic() - started:.1f} s")
     assert generated == PER_SEED * len(SEEDS)

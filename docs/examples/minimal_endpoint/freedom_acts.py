@@ -117,7 +117,11 @@ def replan(plan: Plan, config: Any) -> Plan:
     if takes(config, "empty-first-delta"):
         first = next((e for e in events if _type(e) == "response.output_text.delta"), None)
         if first is not None:
-            events.insert(events.index(first), {**first, "delta": ""})
+            # before the generation steps that lead to the first text: sent at once
+            at = events.index(first)
+            while at > 0 and events[at - 1] is None:
+                at -= 1
+            events.insert(at, {**first, "delta": ""})
     if takes(config, "interleaved-tool-calls"):
         events[:] = _interleave(events)
     plan.partials = [None if e is None else encode(e) for e in events]
@@ -185,10 +189,11 @@ def push_status(config: Any, status: int) -> int:
     return 0 if takes(config, "push-status") else status
 
 
-def cancel_diagnostic(config: Any, reason: str) -> bytes | None:
+def cancel_diagnostic(config: Any, reason: str, operation_id: int) -> bytes | None:
     """cancel-plain-drop: a plain-text diagnostic instead of response.cancelled (None: not
-    taken)."""
-    if not takes(config, "cancel-plain-drop"):
+    taken). Only for odd operation ids, so that the variant's other cancels still carry a
+    response.cancelled for own-cancel-reasons to write."""
+    if not takes(config, "cancel-plain-drop") or operation_id % 2 == 0:
         return None
     return f"operation cancelled ({reason or 'client'})".encode()
 

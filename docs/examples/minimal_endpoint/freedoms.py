@@ -107,7 +107,8 @@ FREEDOMS: Final = MappingProxyType({
               "diagnostics"),
     "cancel-plain-drop": Freedom(
         "a client cancel is answered by a PEER_CANCELLED drop whose diagnostic is plain text: "
-        "no response.cancelled",
+        "no response.cancelled (for odd operation ids; the others carry one, for "
+        "own-cancel-reasons)",
         CONTRACT, "nnrpMapping.operationTerminalDelivery",
         '"operationTerminalDelivery": ["result_push", "result_drop", "error"]'),
     "cancel-hint-ignored": Freedom(

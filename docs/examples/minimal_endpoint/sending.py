@@ -186,7 +186,7 @@ class Sender:
             events_sent=state.sent,
             backend_aborted=True,
         ))
-        diag = freedom_acts.cancel_diagnostic(self.config, reason) \
+        diag = freedom_acts.cancel_diagnostic(self.config, reason, op.operation_id) \
             or self.restyled(op, event) or event
         if self.config.defect == "cancel-wrong-drop":
             code, diag = ResultDropReasonCode.BACKPRESSURE, b""
