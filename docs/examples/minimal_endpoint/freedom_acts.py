@@ -94,9 +94,11 @@ def _interleave(events: list[dict[str, Any] | None]) -> list[dict[str, Any] | No
 
 def replan(plan: Plan, config: Any) -> Plan:
     """``plan`` with the event freedoms taken (only streaming answers have events)."""
+    if not config.freedoms:
+        return plan  # untouched: a defect's partials may be a lazy, timed generator (flood)
     partials = list(plan.partials)
     plan.partials = partials
-    if not config.freedoms or not any(p is not None for p in partials):
+    if not any(p is not None for p in partials):
         return plan
     events: list[dict[str, Any] | None] = []
     for body in partials:
