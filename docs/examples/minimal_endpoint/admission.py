@@ -27,6 +27,9 @@ Otherwise an invalid request is answered with its own error before admission (as
 validates a request before it schedules it), so a limit never hides an input error. The
 ``context-length`` variant (``context_window.py``) is checked here too, after admission: vLLM
 rejects a prompt too long for the model before it schedules it.
+
+The ``every-freedom`` variant's ``overload-refusal`` (``freedom_acts.py``) refuses the same way
+past its own limit.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import context_window
+import freedom_acts
 from envelope import STATUS_FOR_TYPE, Plan
 
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
@@ -66,7 +70,7 @@ def admit(session: Any, plan: Plan, request: Any) -> Plan:
             and b'"tools"' in request:
         plan.extra[DROP_ON_TOOLS] = True
     variant = session.config.variant or ""
-    limits = _REFUSALS.get(variant)
+    limits = _REFUSALS.get(variant) or freedom_acts.overload_limits(session.config)
     if limits is None or (_is_error(plan) and variant != LIMIT_BEFORE_VALIDATION):
         return context_window.fit(variant, plan, request)
     cap, family, code = limits

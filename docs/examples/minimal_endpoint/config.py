@@ -2,7 +2,7 @@
 
 ``Config`` is what ``main`` read from the command line: the served model, the levels (and so
 the planners of the operations above chat), the one defect or conformant variant switched
-on, and the simulated time per token.
+on (with the freedoms of ``every-freedom``), and the simulated time per token.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class Config:
     delta_delay_s: float
     variant: str | None = None
     levels: int = 1
+    #: the every-freedom variant's freedoms taken (freedoms.py); empty otherwise
+    freedoms: frozenset[str] = frozenset()
 
     def planners(self) -> dict[str, Planner]:
         """The planners of the operations above Level 1 that this endpoint serves."""

@@ -11,7 +11,8 @@ clean stop on SIGTERM or SIGINT. The rooms behind it:
   ``responses_profile`` (Level 2, ``--levels 2``), ``discovery_profile`` (the capability
   document; Level 3, ``--levels 3``; default 1: chat only, the claim of ``manifest.json``).
 * Faults: ``defects`` (the ``--defect NAME`` registry), ``neighbours`` and ``tool_faults``
-  (the defects that need their own room), ``variants`` (conformant ``--variant NAME``).
+  (the defects that need their own room), ``variants`` (conformant ``--variant NAME``), and
+  ``freedoms`` with ``freedom_acts`` (``--variant every-freedom``: every open choice at once).
 
     python endpoint.py --listen 127.0.0.1:0 [--model NAME] [--levels N] [--defect NAME]
     python endpoint.py --listen ipc:///tmp/endpoint.sock     # or ws://127.0.0.1:0
@@ -35,6 +36,7 @@ import anyio
 from accepting import Acceptor
 from config import Config, log
 from defects import DEFECTS, check_defect
+from freedoms import EVERY_FREEDOM, FREEDOMS, chosen
 from listening import Listen, parse_listen, set_tcp_nodelay
 from nnrp.native import NativeRuntimeError
 from nnrp.server import (
@@ -104,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", default=None,
                         help="a conformant variant: " + "; ".join(
                             f"{k}: {v}" for k, v in VARIANTS.items()))
+    parser.add_argument("--without", action="append", default=[], metavar="FREEDOM",
+                        help=f"with --variant {EVERY_FREEDOM}: leave this freedom out "
+                             "(repeatable; freedoms.py lists them: " + ", ".join(FREEDOMS) + ")")
+    parser.add_argument("--freedom", action="append", default=[], metavar="FREEDOM",
+                        help="take only this freedom of freedoms.py (repeatable)")
     parser.add_argument("--list-defects", action="store_true", help="list defects and exit")
     args = parser.parse_args(argv)
     if args.list_defects:
@@ -119,10 +126,14 @@ def main(argv: list[str] | None = None) -> int:
         variant = check_variant(args.variant)
     except ValueError as exc:
         parser.error(str(exc))
+    try:
+        freedoms = chosen(args.variant, args.freedom, args.without)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.delta_delay_ms < 0:
         parser.error("--delta-delay-ms must be >= 0")
     config = Config(model=args.model, defect=defect, delta_delay_s=args.delta_delay_ms / 1000,
-                    variant=variant, levels=args.levels)
+                    variant=variant, levels=args.levels, freedoms=freedoms)
     try:
         anyio.run(serve, args.listen, config)
     except KeyboardInterrupt:

@@ -3,7 +3,8 @@ RESULT_PUSH terminals (with a profile event or empty) and RESULT_DROP_REASON dro
 
 ``OpState`` is one open operation's stream; ``Sender`` is the part of a session that writes
 to it. Every event body passes ``Sender.restyled`` (a conformant variant's way of writing an
-event, ``variants.py``): the one hook through which test wrappers change what is sent. The
+event, ``variants.py``, or the ``every-freedom`` variant's, ``freedom_acts.py``): the one hook
+through which test wrappers change what is sent. The
 session loop that decides *when* to send is ``session.Session``.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import freedom_acts
 import neighbours
 from config import Config, log
 from envelope import STATUS_OK, Plan, cancelled_event, encode
@@ -63,7 +65,7 @@ class Sender:
 
     def restyled(self, op: Any, body: bytes) -> bytes | None:
         """A conformant variant's way of writing an event (variants.py); None: not sent."""
-        if self.config.variant is None:
+        if self.config.variant is None and not self.config.freedoms:
             return body
         try:
             event = json.loads(body)
@@ -71,6 +73,8 @@ class Sender:
             return body  # a defect's deliberately broken body stays as it is
         if not isinstance(event, dict):
             return body
+        if self.config.freedoms:
+            return encode(freedom_acts.restyle(event, self.config.freedoms, op.operation_id))
         styled = restyle(event, self.config.variant, op.operation_id)
         return None if styled is None else encode(styled)
 
@@ -87,7 +91,12 @@ class Sender:
 
     async def push(self, state: OpState, event: dict[str, Any], status: int) -> None:
         op = state.op
+        diagnostic = freedom_acts.error_drop(self.config, event)
+        if diagnostic is not None:
+            await self.drop_with(state, ResultDropReasonCode.CAPABILITY_MISMATCH, diagnostic)
+            return
         state.finished = True
+        status = freedom_acts.push_status(self.config, status)
         frame = build_typed_payload_frame(
             PayloadKind.STRUCTURED_EVENT, self.restyled(op, encode(event)) or encode(event),
             stream_semantics=StreamSemantics.SNAPSHOT,
@@ -111,7 +120,7 @@ class Sender:
         op = state.op
         state.finished = True
         metadata = ResultPushMetadata(
-            STATUS_OK, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            freedom_acts.push_status(self.config, STATUS_OK), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
             result_class=ResultClass.COMPLETE, payload_kind_bitmap=PayloadKind(0),
             payload_frame_count=0,
         )
@@ -152,6 +161,15 @@ class Sender:
         )
         await op.send_result_drop(metadata, diag)
 
+    async def drop_with(self, state: OpState, code: ResultDropReasonCode,
+                        diagnostic: bytes) -> None:
+        """An NNRP-level end with ``code`` and a plain diagnostic (freedom_acts.error_drop)."""
+        op = state.op
+        state.finished = True
+        metadata = ResultDropReasonMetadata(
+            op.operation_id, state.sent + 1, code, RuntimeRole.SERVER, 0, len(diagnostic))
+        await op.send_result_drop(metadata, diagnostic)
+
     async def drop_deadline(self, state: OpState) -> None:
         """An NNRP-level end for an expired deadline: DEADLINE_EXPIRED, no profile body."""
         op = state.op
@@ -173,7 +191,8 @@ class Sender:
             events_sent=state.sent,
             backend_aborted=True,
         ))
-        diag = self.restyled(op, event) or event
+        diag = freedom_acts.cancel_diagnostic(self.config, reason, op.operation_id) \
+            or self.restyled(op, event) or event
         if self.config.defect == "cancel-wrong-drop":
             code, diag = ResultDropReasonCode.BACKPRESSURE, b""
         metadata = ResultDropReasonMetadata(

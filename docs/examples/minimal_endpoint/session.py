@@ -19,6 +19,7 @@ import admission
 import answer_shapes
 import anyio
 import chat_profile
+import freedom_acts
 import input_faults
 import neighbours
 from config import Config, log
@@ -60,6 +61,9 @@ class Session(Sender):
         if isinstance(request, Plan):
             plan = request
             plan.extra["invalid_submit"] = True
+        elif freedom_acts.takes(config, "discovery-refused") \
+                and _operation(request) == OP_CAPABILITIES:
+            plan = freedom_acts.discovery_refusal()
         elif not serves_discovery(config.variant) and _operation(request) == OP_CAPABILITIES:
             plan = error_plan("unsupported_operation",
                               f"operation {OP_CAPABILITIES!r} is not served here")
@@ -70,9 +74,11 @@ class Session(Sender):
             )
         plan = admission.admit(self, plan, request)  # session limits (variants)
         plan = answer_shapes.reshape(config.variant, plan)
+        plan = freedom_acts.replan(plan, config)
         now = time.monotonic()
         deadline = None
-        if plan.timeout_ms is not None and config.defect != "ignores-timeout":
+        if plan.timeout_ms is not None and config.defect != "ignores-timeout" \
+                and not freedom_acts.takes(config, "timeout-not-enforced"):
             deadline = now + plan.timeout_ms / 1000
         state = OpState(op, plan, iter(plan.partials), deadline, next_due=now)
         if config.defect == "silence" or self.deaf:
@@ -106,7 +112,8 @@ class Session(Sender):
             if now < state.next_due:
                 return
             limit = plan.cancel_after_events
-            if limit is not None and state.sent >= limit and config.defect != "ignores-cancel-hint":
+            if limit is not None and state.sent >= limit and config.defect != "ignores-cancel-hint" \
+                    and not freedom_acts.takes(config, "cancel-hint-ignored"):
                 event = cancelled_event("cancel_after_events", events_sent=state.sent)
                 await self.push(state, event, STATUS_OK)
                 return
@@ -115,8 +122,9 @@ class Session(Sender):
                 if plan.empty_terminal or ends_stream_empty(config.variant, plan.terminal,
                                                             state.sent):
                     await self.push_empty(state)
-                elif config.variant in ("nnrp-submit-errors", "text-drops") \
-                        and plan.extra.get("invalid_submit"):
+                elif plan.extra.get("invalid_submit") and (
+                        config.variant in ("nnrp-submit-errors", "text-drops")
+                        or freedom_acts.takes(config, "invalid-submit-drop")):
                     await self.drop_invalid_submit(state)
                 elif plan.terminal is None:
                     state.exhausted = True

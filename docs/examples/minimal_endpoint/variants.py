@@ -72,6 +72,11 @@ VARIANTS: Final = MappingProxyType(
             "an invalid submit (a malformed frame or envelope, §6.1) ends in an NNRP drop "
             "without a profile body: the profile's preferred mapping of a malformed frame"
         ),
+        # freedoms.py: the freedoms, each switchable (--without NAME, --freedom NAME)
+        "every-freedom": (
+            "every choice the three normative texts leave open, taken the other way from this "
+            "endpoint's default (freedoms.py lists each with its sentence)"
+        ),
         # admission.py: session limits; the first is a cancel defect the suite must charge
         # to the cancel cases alone, the second conformant
         "cancel-leak-cap": (
@@ -151,7 +156,8 @@ def restyle(event: dict[str, Any], variant: str | None,
     return out
 
 
-def _unstated_flags(event: dict[str, Any]) -> dict[str, Any]:
+def unstated_flags(event: dict[str, Any]) -> dict[str, Any]:
+    """The capability document with only the flags of the profile design's example (§13)."""
     body = event.get("body")
     if event.get("type") != "response.completed" or not isinstance(body, dict) \
             or body.get("profile") != "openai-compatible":
@@ -236,7 +242,7 @@ def _own_family(event: dict[str, Any], _op: int) -> dict[str, Any]:
 
 _RESTYLES: Final = MappingProxyType({
     "own-families": _own_family,
-    "unstated-flags": lambda event, _op: _unstated_flags(event),
+    "unstated-flags": lambda event, _op: unstated_flags(event),
     "error-param": lambda event, _op: _error(event, param=None),
     "own-codes": _own_code,
     "chat-usage-names": _usage_names,
