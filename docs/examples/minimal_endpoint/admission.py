@@ -17,6 +17,10 @@ every cancel answered:
 * ``drop-on-tools``: drops the whole session (closes it with operations open) once a request
   with ``tools`` has streamed its first event: a defect of that one case, which must not fail
   the cases after it.
+* ``drop-on-tool-results``: drops the whole session, before any answer, on a valid request
+  that carries a tool result (a ``tool`` message: a tool round trip). The client sees nothing
+  at all, on that operation or on any later one of the session: a silent defect of that one
+  case, which must neither fail the cases after it nor make the endpoint look unresponsive.
 
 An invalid request is answered with its own error before admission (as a server validates a
 request before it schedules it), so a limit never hides an input error.
@@ -24,6 +28,7 @@ request before it schedules it), so a limit never hides an input error.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from envelope import STATUS_FOR_TYPE, Plan
@@ -31,6 +36,9 @@ from envelope import STATUS_FOR_TYPE, Plan
 CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
 OWN_OVERLOAD: Final = "own-overload"
 DROP_ON_TOOLS: Final = "drop-on-tools"
+DROP_ON_TOOL_RESULTS: Final = "drop-on-tool-results"
+#: a tool message in a request's JSON, however it is spaced
+_TOOL_RESULT: Final = re.compile(rb'"role"\s*:\s*"tool"')
 
 #: operations in flight per session: tight ones, that two leaked operations fill and that
 #: the five-operation concurrency recipe exceeds
@@ -53,6 +61,9 @@ def admit(session: Any, plan: Plan, request: Any) -> Plan:
     if session.config.variant == DROP_ON_TOOLS and isinstance(request, bytes) \
             and b'"tools"' in request:
         plan.extra[DROP_ON_TOOLS] = True
+    if session.config.variant == DROP_ON_TOOL_RESULTS and isinstance(request, bytes) \
+            and _TOOL_RESULT.search(request) and not _is_error(plan):
+        plan.extra[DROP_ON_TOOL_RESULTS] = True
     limits = _REFUSALS.get(session.config.variant or "")
     if limits is None or _is_error(plan):
         return plan
@@ -77,6 +88,9 @@ def leaks_cancelled(session: Any, state: Any) -> bool:
 
 
 def drops_session(session: Any) -> bool:
-    """drop-on-tools: a request with tools has sent an event; the session is to be dropped."""
+    """drop-on-tools: a request with tools has sent an event; drop-on-tool-results: a request
+    with a tool result arrived. The session is to be dropped."""
+    if session.config.variant == DROP_ON_TOOL_RESULTS:
+        return any(state.plan.extra.get(DROP_ON_TOOL_RESULTS) for state in session.ops.values())
     return session.config.variant == DROP_ON_TOOLS and any(
         state.plan.extra.get(DROP_ON_TOOLS) and state.sent for state in session.ops.values())

@@ -78,6 +78,10 @@ VARIANTS: Final = MappingProxyType(
             "drops the session once a request with tools has streamed an event: a defect of "
             "that case alone"
         ),
+        "drop-on-tool-results": (
+            "drops the session, before any answer, on a request with a tool message (a tool "
+            "round trip): a silent defect of that case alone"
+        ),
     }
 )
 
