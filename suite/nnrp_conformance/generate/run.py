@@ -177,26 +177,30 @@ def _run(core: Any, run: GeneratedRun, draft: Draft, case_id: str,
 
 
 def _drops_session(result: Any) -> bool:
-    """The case dropped its session or left an operation on it silent (``run_cases.py``)."""
+    """The case dropped its session or left an operation on it silent (``run_cases.py``), or,
+    an invalid request, its session's next operation was (``_probe``)."""
     diag = result.diagnostics
-    return bool(diag.get("session_dropped") or diag.get("left_open"))
+    return bool(diag.get("session_dropped") or diag.get("left_open")
+                or (diag.get("session_probe") or {}).get("silenced"))
 
 
 def _signature(result: Any) -> set[tuple[str, str]]:
     return {(f.rule, f.level) for f in result.verdict.findings if f.level in _SHOWN_LEVELS}
 
 
-def _probe(core: Any, run: GeneratedRun, case: Any, result: Any) -> Any:
+def _probe(core: Any, run: GeneratedRun, case: Any, result: Any,
+           idle: float | None = None) -> Any:
     """The invalid request's session serves the next operation (a one-token chat)."""
     draft = Draft(FAMILY_VALID, contract.OP_CHAT_COMPLETIONS_CREATE,
                   {"model": run.model, **_PROBE_BODY})
-    probe = _run(core, run, draft, f"{case.id}.next-0000")
+    probe = _run(core, run, draft, f"{case.id}.next-0000", idle)
     if probe.diagnostics.get("not_run"):
         return result  # the run-level rule (endpoint.unresponsive) already says it
     finding = session_served_next(case.id, probe.terminal,
                                   probe.diagnostics.get("terminal_delivery") or "nothing")
-    result.diagnostics["session_probe"] = {"terminal": probe.terminal,
-                                           "outcome": probe.outcome}
+    result.diagnostics["session_probe"] = {
+        "terminal": probe.terminal, "outcome": probe.outcome,
+        "silenced": _drops_session(probe)}
     if finding is None:
         return result
     findings = [*result.verdict.findings, finding]
@@ -225,7 +229,7 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     def still_fails(candidate: Draft) -> Any:
         seen = _run(core, run, candidate, case.id, idle)
         if draft.family == FAMILY_INVALID:
-            seen = _probe(core, run, case, seen)
+            seen = _probe(core, run, case, seen, idle)
         return seen if _signature(seen) & target else None
 
     # every case that drops the session shows the one defect, whatever rules its silence
