@@ -175,6 +175,7 @@ class NnrpConformancePlugin:
         self.fleet_written: list[str] = []
         #: case ids pytest deselected (-k / -m)
         self.deselected: set[str] = set()
+        self._ready = False  # ready() ran
 
     @property
     def core(self) -> ConformanceCore:
@@ -196,19 +197,20 @@ class NnrpConformancePlugin:
             shared = json.loads(workerinput[_WORKER_CAPS]) if _WORKER_CAPS in workerinput else None
             for i, run in enumerate(self.runs):
                 if shared is None:
-                    run.core.prepare(write=False)
+                    run.core.prepare(write=False, generate=False)
                 elif shared[i]["unjudged"] is not None:
                     run.unjudged = shared[i]["unjudged"]
                 else:
                     run.core.capabilities_error = shared[i]["error"]
                     run.core.options.seed = shared[i]["seed"]
-                    run.core.prepare(shared[i]["capabilities"], fetch=False, write=False)
+                    run.core.prepare(shared[i]["capabilities"], fetch=False, write=False,
+                                     generate=False)
             return
         if self.fleet:
             self.options.artifacts().prepare()  # the default folder ignores itself
         for run in self.runs:
             try:
-                run.core.prepare()
+                run.core.prepare(write=False, generate=False)
             except TargetError as exc:
                 if not self.fleet:
                     raise
@@ -217,13 +219,33 @@ class NnrpConformancePlugin:
             # the reports are built once, here, and see the whole run (workers send records)
             run.results, handlers = file_handlers(run.options.artifacts())
             run.bus = EventBus(handlers)
-            run.bus.start()
-            run.bus.emit(run.core.run_started())
             if self.controller:
                 run.core.close()  # the controller runs no case; workers hold their own link
 
+    def ready(self) -> None:
+        """The generated cases drawn into each plan, the plan written and the run started, once,
+        at the first of the report header, an xdist node's configuration and the collection:
+        after pytest's initialization, which ends at the session's start. hypothesis warns
+        about any draw before that ("Slow code in plugin"), and --nnrp-generate draws."""
+        if self._ready or not self.collect_recipes:
+            return
+        self._ready = True
+        for run in self.runs:
+            if run.core.plan is None:
+                continue  # a fleet target not judged
+            try:
+                run.core.add_generated()
+                if not self.worker:
+                    run.core.write_plan()
+            except SetupError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            if not self.worker:
+                run.bus.start()
+                run.bus.emit(run.core.run_started())
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
+        self.ready()  # the seed a worker draws from is the controller's
         if any(run.core.plan is not None for run in self.runs):
             # every worker must plan (and so collect) exactly what the controller planned
             node.workerinput[_WORKER_CAPS] = json.dumps([
@@ -232,6 +254,7 @@ class NnrpConformancePlugin:
                 for run in self.runs])
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        self.ready()
         lines: list[str] = []
         for run in self.runs:
             target = run.options.target
@@ -263,6 +286,7 @@ class NnrpConformancePlugin:
         report = yield
         if (self.collect_recipes and isinstance(collector, pytest.Session)
                 and report.outcome == "passed"):
+            self.ready()
             for run in self.runs:
                 if run.core.plan is not None:
                     report.result.append(RecipeSuite.from_parent(
@@ -310,6 +334,7 @@ class NnrpConformancePlugin:
         if (self.worker or not self.collect_recipes
                 or self.config.getoption("collectonly")):
             return
+        self.ready()  # a session ended before its collection still writes its reports
         duration = time.monotonic() - self.begin
         for run in self.runs:
             if run.core.plan is not None:

@@ -16,7 +16,7 @@ import pytest
 from nnrp_conformance import case_results, contract
 from nnrp_conformance.events import CaseRecord
 from nnrp_conformance.recording import case_record
-from nnrp_conformance.reports.format import event_runs, findings_block
+from nnrp_conformance.reports.format import event_runs, findings_block, shrink_note
 from nnrp_conformance.session import ConformanceCore, SetupError
 
 __all__ = ["BASE_MARKERS", "RecipeFailure", "RecipeItem", "RecipeSuite", "capability_marker",
@@ -125,6 +125,8 @@ def format_failure(record: CaseRecord, case: Any) -> str:
     if record.message and not record.findings:
         lines.append(f"  verdict: {record.message}")
     lines += findings_block(record, numbered=True)
+    if shrink_note(record):
+        lines.append(f"  {shrink_note(record)}")
     if record.reproduce:
         lines.append(f"  reproduce: {record.reproduce}")
     if record.trace:

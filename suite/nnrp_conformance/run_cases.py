@@ -15,8 +15,12 @@ portal, the options and the plan):
   them. Only the operations left on that very session count (a batch's own, under
   ``--concurrency``); a case on a fresh session never carries the note, and an error that
   is not a refusal (a context-length error) never does.
-* **liveness**: the operations in a row that got no frame at all (after
-  ``unresponsive_after`` of them the remaining cases fail at once, ``endpoint.unresponsive``).
+* **liveness**: the operations in a row that got no frame at all. After
+  ``unresponsive_after`` of them, one discovery operation on a fresh session says whether the
+  endpoint still answers: a frame, and the run goes on (the silence was the sessions' that
+  earlier cases killed, each charged to its own case: an endpoint that silently drops the
+  session on some requests is not unresponsive); nothing, and the remaining cases fail at once
+  (``endpoint.unresponsive``).
 * **the idle limit each case gets** (docs/verdicts.md#bounds): the full one until a case was
   ended by it; from then on the endpoint has shown it leaves an operation open in silence,
   and a later case waits for a frame as long as ``PACE_FACTOR`` times the slowest pace the
@@ -75,6 +79,8 @@ class CaseSessions:
         # cases whose operations the endpoint never ended on the current session, in run
         # order (emptied when a fresh session opens: blame follows the session)
         self._left_open: list[str] = []
+        # the endpoint gave no frame on a fresh session either: every later case fails at once
+        self._endpoint_silent = False
         # the case an idle limit first ended (the limit is shortened from then on), and the
         # slowest pace (seconds) the endpoint showed on an operation it ended
         self._idle_ended_by: str | None = None
@@ -94,18 +100,21 @@ class CaseSessions:
         raise NotImplementedError
 
     # --- cases -------------------------------------------------------------------------
-    def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False) -> Any:
+    def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False,
+                 idle_timeout: float | None = None) -> Any:
         """Run one planned case; a case the plan did not select comes back as a skipped
-        result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``)."""
+        result unless ``force`` (an explicit request, e.g. ``nnrp_recipe_runner``);
+        ``idle_timeout`` caps the idle limit it gets (a shrinking try of a case that silences
+        the session: ``generate/run.py``)."""
         if case.selection != contract.SEL_SELECTED and not force:
             return case_results.skipped_result(case)
-        if len(self._silent) >= self.options.unresponsive_after:
+        if not self._still_answers():
             return case_results.unresponsive_result(case, self.unresponsive_reason())
         fresh = self._fresh_session()
         if fresh is not None:
             return case_results.unresponsive_result(case, fresh)
         before = self.client.frames_received
-        run = self._run_options(timeout)
+        run = self._run_options(timeout, idle_timeout)
         if case.companions:  # a concurrency recipe: its operations in flight together
             cases = [case, *case.companions]
             results, overlap = self.portal.call(
@@ -125,7 +134,7 @@ class CaseSessions:
     def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
         """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
         together, each judged as usual plus the cross-operation rules (concurrency.py)."""
-        if len(self._silent) >= self.options.unresponsive_after:
+        if not self._still_answers():
             return [case_results.unresponsive_result(c, self.unresponsive_reason())
                     for c in cases]
         fresh = self._fresh_session()
@@ -156,16 +165,44 @@ class CaseSessions:
             judged.append(result)
         return judged
 
-    def _run_options(self, timeout: float | None) -> dict[str, Any]:
+    def _run_options(self, timeout: float | None,
+                     idle_timeout: float | None = None) -> dict[str, Any]:
         """The keyword arguments of runner.run_case for this run."""
         o = self.options
         capability_file = str(o.capabilities_file) if o.capabilities_file is not None else None
+        idle = self.idle_limit() if idle_timeout is None else min(idle_timeout, self.idle_limit())
         return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
-                "capability_document": self.capabilities, "idle_timeout": self.idle_limit(),
+                "capability_document": self.capabilities, "idle_timeout": idle,
                 "strict": o.strict, "capability_file": capability_file,
                 "trace": o.trace_dir is not None, "twin": self.twin}
 
     # --- sessions ------------------------------------------------------------------------
+    def _still_answers(self) -> bool:
+        """False when the endpoint is unresponsive (module doc): ``unresponsive_after``
+        operations in a row got no frame, and neither did one discovery operation on a fresh
+        session (asked once: from then on every case fails at once)."""
+        if len(self._silent) < self.options.unresponsive_after:
+            return True
+        if self._endpoint_silent:
+            return False
+        # each silent operation left its session unclean: that case reported it; whether the
+        # endpoint answers at all is asked on a session no case has used
+        self._fresh_needed = self._fresh_needed or \
+            f"{len(self._silent)} operations in a row got no frame"
+        if self._fresh_session() is not None:
+            self._endpoint_silent = True
+            return False
+        before = self.client.frames_received
+        wait = min(float(self.options.timeout), self.idle_limit())
+        with contextlib.suppress(Exception):  # any frame answers it, an error terminal too
+            self.portal.call(functools.partial(self.client.capabilities, timeout=wait))
+        if self.client.frames_received > before:
+            self._silent = []
+            return True
+        self._silent.append(f"{contract.OP_CAPABILITIES_GET} on a fresh session")
+        self._endpoint_silent = True
+        return False
+
     def _fresh_session(self) -> str | None:
         """Open a fresh session when the last case left the current one unclean; the reason
         every case fails with when none can be opened (None: a clean session is ready)."""

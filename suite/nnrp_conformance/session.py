@@ -211,8 +211,10 @@ class ConformanceCore(CaseSessions):
             raise SetupError(f"invalid recipes:\n{_problems_text(exc)}") from None
         return self.recipes
 
-    def build_plan(self, capabilities: Mapping[str, Any] | None = None) -> Any:
-        """Manifest + recipes + (capability document for the default model) -> plan."""
+    def build_plan(self, capabilities: Mapping[str, Any] | None = None, *,
+                   generate: bool = True) -> Any:
+        """Manifest + recipes + (capability document for the default model) -> plan; with
+        ``generate``, the generated cases too (else :meth:`add_generated` adds them later)."""
         if capabilities is not None:
             self.capabilities = dict(capabilities)
         if self.manifest is None:
@@ -246,12 +248,19 @@ class ConformanceCore(CaseSessions):
             )
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
-        if self.options.generate:
-            # lazy on purpose: hypothesis loads only for a generating run
-            from nnrp_conformance.generate import generated_cases
-
-            self.plan.cases.extend(generated_cases(self))
+        self.generated = None
+        if generate:
+            self.add_generated()
         return self.plan
+
+    def add_generated(self) -> None:
+        """With ``--nnrp-generate``, the generated cases join the plan (once per plan)."""
+        if not self.options.generate or self.generated is not None or self.plan is None:
+            return
+        # lazy on purpose: hypothesis loads only for a generating run
+        from nnrp_conformance.generate import generated_cases
+
+        self.plan.cases.extend(generated_cases(self))
 
     def plan_document(self) -> dict[str, Any]:
         art = self.options.artifacts()
@@ -260,19 +269,19 @@ class ConformanceCore(CaseSessions):
         return doc
 
     def prepare(self, capabilities: Mapping[str, Any] | None = None, *,
-                fetch: bool = True, write: bool = True) -> Any:
+                fetch: bool = True, write: bool = True, generate: bool = True) -> Any:
         """The one set-up sequence every face runs: the baseline (if any), manifest, recipes,
         the capability document (``capabilities`` when the caller has it, else, with ``fetch``, fetched from
         the target when there is one: a broken discovery operation is kept in
-        ``capabilities_error``, an unreachable target raises :class:`TargetError`), the plan,
-        and, with ``write``, the plan written."""
+        ``capabilities_error``, an unreachable target raises :class:`TargetError`), the plan
+        (its generated cases too with ``generate``), and, with ``write``, the plan written."""
         self.load_baseline()
         self.twin = self.twin or open_twin(self.options)
         self.load_manifest()
         self.load_recipes()
         if capabilities is None and fetch and self.options.target:
             capabilities = self.try_capabilities()
-        plan = self.build_plan(capabilities)
+        plan = self.build_plan(capabilities, generate=generate)
         if write:
             self.write_plan()
         return plan

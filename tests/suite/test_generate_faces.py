@@ -45,3 +45,17 @@ def test_the_printed_seed_draws_the_same_requests_on_either_face(
     assert f"from seed {seed.group(1)}" in done.stdout.splitlines()[0]
     again = json.loads((tmp_path / "nnrp-conformance" / "execution-plan.json").read_text())
     assert _generated(again) == planned
+
+
+def test_a_generating_pytest_run_draws_without_hypothesis_warnings(
+        pytester: pytest.Pytester, endpoint: Any, args_for: Any) -> None:
+    """hypothesis warns ("Slow code in plugin") about any draw during pytest's initialization,
+    which ends at the session's start: the plugin draws after it, at the report header."""
+    args = [a for a in args_for(endpoint, "--recipes", str(ONE_RECIPE), "--nnrp-generate", "3",
+                                "--nnrp-seed", "1") if a not in ("-p", "no:hypothesispytest")]
+    result = pytester.runpytest_subprocess(*args, "-p", "hypothesispytest")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, out
+    result.assert_outcomes(passed=4)
+    assert "generated 3 requests from seed 1" in out
+    assert "HypothesisSideeffectWarning" not in out and "Slow code" not in out, out[:3000]

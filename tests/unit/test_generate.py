@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -120,11 +121,29 @@ def test_shrinking_keeps_the_failure_and_the_family() -> None:
         runs.append(d)
         return "failed" if "stop" in d.body else None
 
-    small, result, spent = shrink(draft, "failed", still_fails)
-    assert result == "failed" and spent == len(runs) <= 30
+    small, result, spent, _seconds, stopped = shrink(draft, "failed", still_fails)
+    assert result == "failed" and spent == len(runs) <= 30 and not stopped
     assert small.family == "sequence" and small.companions == ()
     assert set(small.body) == {"model", "messages", "stop"}
     assert len(small.body["messages"]) == 1 and small.body["stop"] == ["b"]
+
+
+def test_shrinking_a_failure_that_drops_the_session_stops_at_its_time_budget() -> None:
+    """Each try of a case that drops the session waits for a silence: the tries get a number
+    of seconds in all, and the result says shrinking stopped with edits left untried."""
+    body = {"model": "m", "stream": True, "temperature": 0.7, "seed": 9, "metadata": {"k": "v"},
+            "messages": [{"role": "user", "content": "a b c d e f g h " * 8}]}
+    draft = Draft("valid", contract.OP_CHAT_COMPLETIONS_CREATE, body)
+    clock = [0.0]
+
+    def silent_try(d: Draft) -> str:  # every try still fails, after a 1 s silence
+        clock[0] += 1.0
+        return "failed"
+
+    with mock.patch("nnrp_conformance.generate.shrink.time.monotonic", lambda: clock[0]):
+        found = shrink(draft, "failed", silent_try, seconds=3.0)
+    assert found.runs == 3 and found.seconds == 3.0 and found.stopped
+    assert found.draft != draft  # what it had found by then is kept
 
 
 def test_shrinking_never_shortens_a_value_that_must_stay_whole() -> None:

@@ -22,6 +22,10 @@ every cancel answered:
   ``adapter_operation_limit`` (``server_error``, "Adapter session operation limit 4 is
   active.") **before it reads their bodies**, so an invalid body over the limit gets the
   refusal, not its own error. Conformant: §10's overload row, whatever the request was.
+* ``drop-on-tool-results``: drops the whole session, before any answer, on a valid request
+  that carries a tool result (a ``tool`` message: a tool round trip). The client sees nothing
+  at all, on that operation or on any later one of the session: a silent defect of that one
+  case, which must neither fail the cases after it nor make the endpoint look unresponsive.
 
 Otherwise an invalid request is answered with its own error before admission (as a server
 validates a request before it schedules it), so a limit never hides an input error. The
@@ -34,6 +38,7 @@ past its own limit.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import context_window
@@ -44,6 +49,9 @@ CANCEL_LEAK_CAP: Final = "cancel-leak-cap"
 OWN_OVERLOAD: Final = "own-overload"
 DROP_ON_TOOLS: Final = "drop-on-tools"
 LIMIT_BEFORE_VALIDATION: Final = "limit-before-validation"
+DROP_ON_TOOL_RESULTS: Final = "drop-on-tool-results"
+#: a tool message in a request's JSON, however it is spaced
+_TOOL_RESULT: Final = re.compile(rb'"role"\s*:\s*"tool"')
 
 #: operations in flight per session: tight ones, that two leaked operations fill and that
 #: the five-operation concurrency recipe exceeds
@@ -69,6 +77,9 @@ def admit(session: Any, plan: Plan, request: Any) -> Plan:
     if session.config.variant == DROP_ON_TOOLS and isinstance(request, bytes) \
             and b'"tools"' in request:
         plan.extra[DROP_ON_TOOLS] = True
+    if session.config.variant == DROP_ON_TOOL_RESULTS and isinstance(request, bytes) \
+            and _TOOL_RESULT.search(request) and not _is_error(plan):
+        plan.extra[DROP_ON_TOOL_RESULTS] = True
     variant = session.config.variant or ""
     limits = _REFUSALS.get(variant) or freedom_acts.overload_limits(session.config)
     if limits is None or (_is_error(plan) and variant != LIMIT_BEFORE_VALIDATION):
@@ -96,6 +107,9 @@ def leaks_cancelled(session: Any, state: Any) -> bool:
 
 
 def drops_session(session: Any) -> bool:
-    """drop-on-tools: a request with tools has sent an event; the session is to be dropped."""
+    """drop-on-tools: a request with tools has sent an event; drop-on-tool-results: a request
+    with a tool result arrived. The session is to be dropped."""
+    if session.config.variant == DROP_ON_TOOL_RESULTS:
+        return any(state.plan.extra.get(DROP_ON_TOOL_RESULTS) for state in session.ops.values())
     return session.config.variant == DROP_ON_TOOLS and any(
         state.plan.extra.get(DROP_ON_TOOLS) and state.sent for state in session.ops.values())

@@ -114,6 +114,10 @@ VARIANTS: Final = MappingProxyType(
             "payload frames (§8.1 MAY), instead of response.completed"
         ),
         **SHAPES,  # answer_shapes.py: answers as short as the profile allows
+        "drop-on-tool-results": (
+            "drops the session, before any answer, on a request with a tool message (a tool "
+            "round trip): a silent defect of that case alone"
+        ),
     }
 )
 

@@ -41,6 +41,13 @@ __all__ = ["SAVE_DIR", "GeneratedRun", "claims_of", "draw", "generated_cases", "
 SEED_RANGE = 2**32
 #: beside the case results: where a shrunk failure is saved without --nnrp-generate-save
 SAVE_DIR = "generated-recipes"
+#: shrinking a failure whose case drops or silences the session: each try that still fails
+#: waits for a silence, so the tries get this many seconds in all ...
+DROPPING_SHRINK_S = 10.0
+#: ... and each waits at most this long for a frame (the case already showed the silence)
+DROPPING_TRY_IDLE_S = 1.0
+#: the key of ``GeneratedRun.shrunk`` for the failures whose case drops the session
+_DROPS_KEY = frozenset({("session_dropped", "")})
 _PROBE_BODY = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
 _SHOWN_LEVELS = (rules.LEVEL_FAILED, rules.LEVEL_NON_STRICT)
 
@@ -56,7 +63,8 @@ class GeneratedRun:
     drafts: dict[str, Draft] = field(default_factory=dict)
     saved: list[Path] = field(default_factory=list)
     #: the rules of each failure shrunk so far -> its case: a later case failing the same
-    #: rules is saved as drawn, not shrunk again (schemathesis reports a check's failure once)
+    #: rules is saved as drawn, not shrunk again (schemathesis reports a check's failure once);
+    #: every failure whose case drops the session counts as one
     shrunk: dict[frozenset[tuple[str, str]], str] = field(default_factory=dict)
 
 
@@ -160,28 +168,39 @@ def generated_cases(core: Any) -> list[Any]:
     return _plan(core, datas, save_dir)
 
 
-def _run(core: Any, run: GeneratedRun, draft: Draft, case_id: str) -> Any:
+def _run(core: Any, run: GeneratedRun, draft: Draft, case_id: str,
+         idle: float | None = None) -> Any:
     index = int(case_id.rsplit("-", 1)[-1])
     data = recipe_data(draft, case_id=case_id, seed=run.seed, index=index, model=run.model)
     case = _plan(core, [data], run.save_dir)[0]
-    return core.run_case(case, force=True)
+    return core.run_case(case, force=True, idle_timeout=idle)
+
+
+def _drops_session(result: Any) -> bool:
+    """The case dropped its session or left an operation on it silent (``run_cases.py``), or,
+    an invalid request, its session's next operation was (``_probe``)."""
+    diag = result.diagnostics
+    return bool(diag.get("session_dropped") or diag.get("left_open")
+                or (diag.get("session_probe") or {}).get("silenced"))
 
 
 def _signature(result: Any) -> set[tuple[str, str]]:
     return {(f.rule, f.level) for f in result.verdict.findings if f.level in _SHOWN_LEVELS}
 
 
-def _probe(core: Any, run: GeneratedRun, case: Any, result: Any) -> Any:
+def _probe(core: Any, run: GeneratedRun, case: Any, result: Any,
+           idle: float | None = None) -> Any:
     """The invalid request's session serves the next operation (a one-token chat)."""
     draft = Draft(FAMILY_VALID, contract.OP_CHAT_COMPLETIONS_CREATE,
                   {"model": run.model, **_PROBE_BODY})
-    probe = _run(core, run, draft, f"{case.id}.next-0000")
+    probe = _run(core, run, draft, f"{case.id}.next-0000", idle)
     if probe.diagnostics.get("not_run"):
         return result  # the run-level rule (endpoint.unresponsive) already says it
     finding = session_served_next(case.id, probe.terminal,
                                   probe.diagnostics.get("terminal_delivery") or "nothing")
-    result.diagnostics["session_probe"] = {"terminal": probe.terminal,
-                                           "outcome": probe.outcome}
+    result.diagnostics["session_probe"] = {
+        "terminal": probe.terminal, "outcome": probe.outcome,
+        "silenced": _drops_session(probe)}
     if finding is None:
         return result
     findings = [*result.verdict.findings, finding]
@@ -195,35 +214,50 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     file) and the result to report."""
     run: GeneratedRun | None = getattr(core, "generated", None)
     draft = run.drafts.get(case.id) if run is not None else None
-    if run is None or draft is None or result.outcome == contract.OUTCOME_SKIPPED:
-        return case, result
+    if run is None or draft is None or result.outcome == contract.OUTCOME_SKIPPED \
+            or result.diagnostics.get("not_run"):
+        return case, result  # not run (endpoint.unresponsive): nothing to shrink
     if draft.family == FAMILY_INVALID:
         result = _probe(core, run, case, result)
     target = _signature(result)
     if not target:
         return case, result
 
+    drops = _drops_session(result)
+    idle = DROPPING_TRY_IDLE_S if drops else None
+
     def still_fails(candidate: Draft) -> Any:
-        seen = _run(core, run, candidate, case.id)
+        seen = _run(core, run, candidate, case.id, idle)
         if draft.family == FAMILY_INVALID:
-            seen = _probe(core, run, case, seen)
+            seen = _probe(core, run, case, seen, idle)
         return seen if _signature(seen) & target else None
 
-    first = run.shrunk.get(frozenset(target))
+    # every case that drops the session shows the one defect, whatever rules its silence
+    # fails: it is shrunk once (each try waits for a silence), the later ones saved as drawn
+    key = _DROPS_KEY if drops else frozenset(target)
+    first = run.shrunk.get(key)
+    note = None
     if first is None:
-        run.shrunk[frozenset(target)] = case.id
-        small, small_result, runs = shrink(draft, result, still_fails)
+        run.shrunk[key] = case.id
+        found = shrink(draft, result, still_fails,
+                       seconds=DROPPING_SHRINK_S if drops else None)
+        small, small_result, runs = found.draft, found.result, found.runs
+        if drops and found.stopped:
+            note = (f"shrinking stopped after {runs} tries / {found.seconds:g} s: the case "
+                    "drops the session")
+        elif drops:
+            note = f"shrunk in {runs} tries / {found.seconds:g} s; the case drops the session"
     else:
         small, small_result, runs = draft, result, 0
     data = recipe_data(small, case_id=case.id, seed=run.seed,
-                       index=int(case.id.rsplit("-", 1)[-1]), model=run.model)
+                       index=int(case.id.rsplit("-", 1)[-1]), model=run.model, note=note)
     path = save_recipe(data, run.save_dir)
     load_recipe_file(path)  # a saved failure always reads back as a valid recipe
     run.saved.append(path)
     request = data["request"]
     small_result.diagnostics["generated"] = {
         **data["generated"], "shrink_runs": runs, "recipe_file": str(path),
-        "shrunk": first is None, "same_rules_as": first,
+        "shrunk": first is None, "same_rules_as": first, "shrink_note": note,
         "request": request, "original_request": json.loads(json.dumps(
             recipe_data(draft, case_id=case.id, seed=run.seed, index=0,
                         model=run.model)["request"]))}

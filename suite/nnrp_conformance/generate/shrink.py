@@ -10,21 +10,24 @@ base with the same mutation).
 
 Edits are tried biggest first (a companion operation, an optional field, a message, a
 tool, then halving a text and lowering a number); the first that still fails is kept and
-the search starts again from it, until no edit fails or the budget is spent.
+the search starts again from it, until no edit fails or the budget is spent: a number of
+runs, and for a failure whose case drops or silences the session (each try that still fails
+waits for a silence) a number of seconds too (``generate/run.py`` sets both).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from nnrp_conformance import contract
 from nnrp_conformance.generate.strategies import Draft
 
-__all__ = ["MAX_SHRINK_RUNS", "body_candidates", "candidates", "shrink"]
+__all__ = ["MAX_SHRINK_RUNS", "Shrunk", "body_candidates", "candidates", "shrink"]
 
 #: operations spent on shrinking one failure at most
 MAX_SHRINK_RUNS = 30
@@ -118,23 +121,36 @@ def candidates(draft: Draft) -> Iterator[Draft]:
         yield replace(draft, body=body)
 
 
+class Shrunk(NamedTuple, Generic[R]):
+    """What shrinking found: the smallest draft that still fails, its result, the runs and
+    seconds spent, and whether the budget ran out with smaller edits left untried."""
+
+    draft: Draft
+    result: R
+    runs: int
+    seconds: float
+    stopped: bool
+
+
 def shrink(draft: Draft, result: R, still_fails: Callable[[Draft], R | None], *,
-           budget: int = MAX_SHRINK_RUNS) -> tuple[Draft, R, int]:
-    """The smallest draft found that ``still_fails`` (which returns its result, or None),
-    its result, and the runs spent."""
+           budget: int = MAX_SHRINK_RUNS, seconds: float | None = None) -> Shrunk[R]:
+    """The smallest draft found that ``still_fails`` (which returns its result, or None)
+    within ``budget`` runs and, when given, ``seconds`` (no run starts after them)."""
+    start = time.monotonic()
     best, best_result, runs = draft, result, 0
-    improved = True
-    while improved and runs < budget:
+    improved, stopped = True, False
+    while improved and not stopped:
         improved = False
         size = _size(best)
         for candidate in candidates(best):
             if _size(candidate) >= size:
                 continue
-            if runs >= budget:
+            if runs >= budget or (seconds is not None and time.monotonic() - start >= seconds):
+                stopped = True
                 break
             runs += 1
             seen = still_fails(candidate)
             if seen is not None:
                 best, best_result, improved = candidate, seen, True
                 break
-    return best, best_result, runs
+    return Shrunk(best, best_result, runs, round(time.monotonic() - start, 1), stopped)

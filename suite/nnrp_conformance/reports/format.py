@@ -19,6 +19,7 @@ __all__ = [
     "not_run",
     "reason_text",
     "render_value",
+    "shrink_note",
     "summary_line",
     "verdict_label",
 ]
@@ -140,6 +141,14 @@ def findings_block(record: CaseRecord, *, numbered: bool = False) -> list[str]:
     if hidden > 0:
         lines.append(f"… and {hidden} more finding(s) (all of them are in the case results)")
     return lines
+
+
+def shrink_note(record: CaseRecord) -> str | None:
+    """How shrinking a generated failure went, when it drops the session (``generate/run.py``):
+    ``shrinking stopped after 4 tries / 10.2 s: the case drops the session``."""
+    generated = (record.upstream.get("diagnostics") or {}).get("generated")
+    note = generated.get("shrink_note") if isinstance(generated, dict) else None
+    return note if isinstance(note, str) else None
 
 
 def event_runs(types: Sequence[str]) -> str:

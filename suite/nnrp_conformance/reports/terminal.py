@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -15,6 +17,7 @@ from nnrp_conformance.generate.report import saved_line
 from nnrp_conformance.reports.format import (
     findings_block,
     reason_text,
+    shrink_note,
     summary_line,
     verdict_label,
 )
@@ -38,6 +41,11 @@ def summary_console(file: object = None, *, color: bool | None = None,
         kwargs["color_system"] = "standard" if color else None
         kwargs["no_color"] = not color
     return Console(**kwargs)
+
+#: a generated case's id starts so (``generate/run.py``)
+GENERATED_PREFIX = "generated."
+#: a run with generated cases prints its progress at least this often (seconds, as cases end)
+PROGRESS_EVERY_S = 15.0
 
 _STYLES = {"passed": "green", "failed": "bold red", "skipped": "yellow", "non-strict": "magenta",
            "informational": "cyan", "waived": "blue", "not-exercised": "yellow"}
@@ -97,6 +105,8 @@ def render_summary(
             console.print(f"  {r.message}", markup=False, highlight=False, soft_wrap=True)
         for line in findings_block(r):
             console.print("  " + line, markup=False, highlight=False, soft_wrap=True)
+        if shrink_note(r):
+            console.print(f"  {shrink_note(r)}", markup=False, highlight=False, soft_wrap=True)
         if r.reproduce:
             console.print(f"  reproduce: {r.reproduce}", markup=False, highlight=False,
                           soft_wrap=True)
@@ -129,17 +139,23 @@ def render_summary(
 
 
 class TerminalHandler:
-    """Prints the summary when the run finishes (the CLI face; the plugin calls render_summary)."""
+    """Prints the summary when the run finishes (the CLI face; the plugin calls render_summary).
+    With ``progress``, a line per case as it ends and, in a run with generated cases, a
+    progress line (cases done of all, failures so far) every tenth of the run and at least
+    every :data:`PROGRESS_EVERY_S`."""
 
     def __init__(self, console: Console | None = None, *, progress: bool = False) -> None:
         self.console = console or summary_console()
         self.progress = progress
         self.started: RunStarted | None = None
         self.written: list[str] = []
+        self._counted = _Progress()
 
     def handle_event(self, event: RunEvent) -> None:
         if isinstance(event, RunStarted):
             self.started = event
+            self._counted = _Progress(len(event.cases), generating=any(
+                c.id.startswith(GENERATED_PREFIX) for c in event.cases))
             if self.progress:
                 selected = sum(1 for c in event.cases if c.selection == contract.SEL_SELECTED)
                 self.console.print(
@@ -153,7 +169,39 @@ class TerminalHandler:
             line.append(f" {r.id}")
             if r.selection == contract.SEL_SELECTED:
                 line.append(f" ({r.duration_s:.2f}s)")
+            if shrink_note(r):
+                line.append(f": {shrink_note(r)}")
             self.console.print(line)
+            progress = self._counted.line(r)
+            if progress is not None:
+                self.console.print(progress, markup=False, highlight=False)
+            # shown as it happens, in a pipe too (a CI log): stdout there is block-buffered
+            self.console.file.flush()
         elif isinstance(event, RunFinished):
             render_summary(self.console, event.records, started=self.started, written=self.written,
                            baseline_problems=event.baseline_problems)
+
+
+@dataclass
+class _Progress:
+    """The cases ended so far and the failures among them; the progress line when one is due."""
+
+    total: int = 0
+    generating: bool = False
+    done: int = 0
+    failed: int = 0
+    begin: float = field(default_factory=time.monotonic)
+    shown: float = field(default_factory=time.monotonic)
+
+    def line(self, record: CaseRecord) -> str | None:
+        self.done += 1
+        self.failed += record.failed
+        now = time.monotonic()
+        step = max(1, self.total // 10)
+        due = self.done % step == 0 or now - self.shown >= PROGRESS_EVERY_S
+        if not self.generating or not (self.done == self.total
+                                       or (due and now - self.shown >= 1.0)):
+            return None
+        self.shown = now
+        return (f"progress: {self.done}/{self.total} cases done, {self.failed} failed so far "
+                f"({now - self.begin:.0f} s)")
