@@ -2,7 +2,7 @@
 against the example endpoint's ``drop-on-tools`` variant, which drops the session once a
 request with tools has streamed an event (``docs/examples/minimal_endpoint/admission.py``):
 
-* under ``--generate 200`` the cases that fail are cases that send such a request, each says
+* under ``--generate 100`` the cases that fail are cases that send such a request, each says
   it left its session (the next case runs on a fresh one), and no case is failed as
   ``endpoint.unresponsive`` for a session an earlier case killed;
 * the first of those failures is shrunk within a bounded time, and the output and its saved
@@ -34,7 +34,7 @@ from nnrp_conformance import validation
 
 pytestmark = pytest.mark.wire
 
-CASES = 200
+CASES = 100
 SEED = "1"
 NOTE = re.compile(r"(shrinking stopped after \d+ tries / [\d.]+ s: the case drops the session"
                   r"|shrunk in \d+ tries / [\d.]+ s; the case drops the session)")

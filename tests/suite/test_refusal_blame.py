@@ -104,7 +104,9 @@ def test_a_context_length_error_is_never_a_refusal(tmp_path: Path,
                if o["name"] == "long"]
     assert "This model's maximum context length is 128 tokens" in json.dumps(long["findings"])
     assert "concurrency.refused" not in rules_of(long["findings"])
-    assert "terminal.kind" in rules_of(long["findings"])
+    # what it expected: a success (expect.success, the profile's Level 1 row, since issue 43's
+    # per-element authorities)
+    assert "expect.success" in rules_of(long["findings"])
     assert group["outcome"] == "failed"
     # beside another case under --concurrency: not a refusal, so not set aside or run again
     by_id = {r["id"]: r for r in batched["results"]}
