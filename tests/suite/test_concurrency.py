@@ -5,15 +5,13 @@ defect in ordinary recipes that pass one at a time."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from nnrp_conformance import validation
+from cli_runs import run_cli
 
 pytestmark = pytest.mark.wire
 
@@ -24,16 +22,8 @@ CANCEL_ONE = RECIPES / "concurrent-chat-cancel-one.yaml"
 
 def run(tmp: Path, ep: Any, *recipes: Path, extra: tuple[str, ...] = ()) -> tuple[int, dict[str, Any]]:
     """One CLI run over ``recipes``; its exit code and case results."""
-    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", ep.address,
-           "--manifest", str(ep.manifest), "--results", "r.json", "--timeout", "5", *extra]
-    for recipe in recipes:
-        cmd += ["--recipes", str(recipe)]
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    doc = json.loads((tmp / "r.json").read_text())
-    assert validation.validate("case-results", doc) == []
-    return proc.returncode, doc
+    chosen = [a for recipe in recipes for a in ("--recipes", str(recipe))]
+    return run_cli(tmp, ep, "--timeout", "5", *extra, *chosen)
 
 
 def failed_rules(result: dict[str, Any]) -> set[str]:

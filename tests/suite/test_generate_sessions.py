@@ -117,7 +117,8 @@ def test_a_session_dropping_endpoint_fails_the_generated_cases_that_provoke_it(
     # progress as it goes: cases done of all, failures so far
     progress = re.findall(r"^progress: (\d+)/(\d+) cases done, (\d+) failed so far",
                           proc.stdout, re.M)
-    assert len(progress) >= 10, proc.stdout[-3000:]
+    # at each tenth of the run at most once a second, and at the end
+    assert len(progress) >= 3, proc.stdout[-3000:]
     assert progress[-1] == (str(len(results)), str(len(results)), str(len(failed)))
 
 

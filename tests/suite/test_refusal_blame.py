@@ -17,15 +17,12 @@ real wire against the example endpoint's variants of the upstream vLLM adapter's
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
-from nnrp_conformance import validation
+from cli_runs import run_cli as run
 
 pytestmark = pytest.mark.wire
 
@@ -33,17 +30,6 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "level1"
 CANCEL = "level1.chat.cancel.client"
 #: a prompt over the context-length variant's 128 words
 LONG_PROMPT = " ".join(["lighthouse"] * 150)
-
-
-def run(tmp: Path, ep: Any, *extra: str) -> tuple[int, dict[str, Any]]:
-    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", ep.address,
-           "--manifest", str(ep.manifest), "--results", "r.json", *extra]
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    doc = json.loads((tmp / "r.json").read_text())
-    assert validation.validate("case-results", doc) == []
-    return proc.returncode, doc
 
 
 def recipes(*names: str) -> list[str]:

@@ -23,31 +23,18 @@ over the real wire against the example endpoint's session-limit variants
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import run_cli as run
 
-from nnrp_conformance import validation
 from nnrp_conformance.run_cases import SHORT_IDLE_FLOOR_S
 
 pytestmark = pytest.mark.wire
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes" / "level1"
 CANCEL_CASES = {"level1.chat.cancel.client", "level1.concurrent.chat-cancel-one"}
-
-
-def run(tmp: Path, ep: Any, *extra: str) -> tuple[int, dict[str, Any]]:
-    cmd = [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", ep.address,
-           "--manifest", str(ep.manifest), "--results", "r.json", *extra]
-    proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    doc = json.loads((tmp / "r.json").read_text())
-    assert validation.validate("case-results", doc) == []
-    return proc.returncode, doc
 
 
 def test_leaked_cancels_fail_the_cancel_cases_and_nothing_else(
