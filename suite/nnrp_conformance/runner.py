@@ -74,8 +74,9 @@ CLIENT_FLOOD_RULE = "client.max_events"
 #: extra wall time over the client's own timeout before the runner gives up on an operation
 _GRACE_S = 5.0
 #: A cancel case whose exercise did not happen (checks/exercise.py: the answer ended before the
-#: cancel point, its terminal was already here when the cancel was due, or its terminal was the
-#: endpoint's next frame after the cancel and may have crossed it) proves nothing about
+#: cancel point, its terminal was already here when the cancel was due, or its terminal came
+#: within the frames that may have been in flight after the cancel (at most
+#: ``IN_FLIGHT_FRAMES``) and may have crossed it) proves nothing about
 #: cancellation either way. It runs again, at most this many attempts in all; the last attempt
 #: is judged (``skipped`` / ``not-exercised`` when it was not exercised either) and the earlier
 #: ones are listed in ``diagnostics.cancel_races_lost``. A generated case runs again with its
@@ -146,7 +147,7 @@ async def run_case(client: Any, case: PlannedCase, *,
         errors = len(lost) if len(lost) + 1 == CANCEL_RACE_ATTEMPTS and all(
             e["not_exercised"] == "crossed" and e["terminal"] == contract.TERMINAL_ERROR
             for e in lost) else 0
-        result, _op = await _run_once(
+        result = await _run_once(
             client, case, timeout=timeout, manifest=manifest,
             capability_document=capability_document, max_events=max_events,
             idle_timeout=idle_timeout, strict=strict, capability_file=capability_file,
@@ -171,9 +172,8 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
                     manifest: Manifest | None, capability_document: dict[str, Any] | None,
                     max_events: int, idle_timeout: float | None, strict: bool,
                     capability_file: str | None, trace: bool,
-                    cancel_after: int | None, errors_after_cancel: int = 0
-                    ) -> tuple[CaseResult, Any]:
-    """One attempt of :func:`run_case`: the result and the client's operation (or None)."""
+                    cancel_after: int | None, errors_after_cancel: int = 0) -> CaseResult:
+    """One attempt of :func:`run_case`, judged."""
     timeout_s = (case.timeout_ms / 1000 if case.timeout_ms
                  else float(DEFAULT_CASE_TIMEOUT_S if timeout is None else timeout))
     started_at = started_now()
@@ -293,7 +293,7 @@ async def _run_once(client: Any, case: PlannedCase, *, timeout: float | None,
         status=case.status, selection=case.selection, reason=case.reason,
         diagnostics=diagnostics, trace=frame_trace(op) if trace and op is not None else None,
         span_ns=_span_ns(op),
-    ), op
+    )
 
 
 def _finish_observation(obs: Observation, op: Any, cancel_ns: int | None) -> None:
