@@ -49,6 +49,11 @@ def _run(tmp: Path, start_endpoint: Any, variant: str | None) -> dict[str, Any]:
             "markdown": (tmp / "report.md").read_text(), "html": (tmp / "report.html").read_text()}
 
 
+#: The variants whose answers hold no partial result to cancel after: every cancel recipe is
+#: not exercised, whatever the machine's speed.
+ALWAYS_MISSED = {"one-frame"}
+
+
 @pytest.mark.parametrize("variant", ["one-delta", "one-frame", "ends-at-cancel"])
 def test_a_cancel_a_short_answer_never_meets_is_not_exercised(
         tmp_path: Path, start_endpoint: Any, variant: str) -> None:
@@ -59,6 +64,15 @@ def test_a_cancel_a_short_answer_never_meets_is_not_exercised(
     for case_id in CANCEL_RECIPES:
         result = results[case_id]
         diagnostics = result["diagnostics"]
+        if variant not in ALWAYS_MISSED and result["terminal"] == "cancelled":
+            # The endpoint paces its events (1 ms), so on a slow machine the cancel can reach it
+            # before its short answer ends: it met the cancel and ended cancelled, which is a
+            # cancel exercised, judged and passed — on the attempt that met it.
+            assert (result["outcome"], diagnostics["verdict"]) == ("passed", "passed"), \
+                result["message"]
+            assert "not_exercised" not in diagnostics, diagnostics
+            assert len(diagnostics.get("cancel_races_lost", [])) <= 2, diagnostics
+            continue
         assert (result["outcome"], diagnostics["verdict"]) == ("skipped", "not-exercised"), \
             result["message"]
         assert diagnostics["not_exercised"]["kind"] in ("never-sent", "crossed"), diagnostics
@@ -69,8 +83,9 @@ def test_a_cancel_a_short_answer_never_meets_is_not_exercised(
         assert len(diagnostics["cancel_races_lost"]) == 2, diagnostics
     # the run says how many cases were not exercised, on every face
     count = sum(1 for r in results.values() if r["diagnostics"]["verdict"] == "not-exercised")
-    assert count >= len(CANCEL_RECIPES)
-    summary = f"0 failed, 0 skipped, {count} not exercised"
+    if variant in ALWAYS_MISSED:
+        assert count >= len(CANCEL_RECIPES)
+    summary = f"0 failed, 0 skipped, {count} not exercised" if count else "0 failed"
     for face in ("out", "markdown", "html"):
         assert summary in run[face], (face, run[face][-2000:])
 
