@@ -69,3 +69,19 @@ def test_a_sampled_request_compares_only_what_it_decides() -> None:
     greedy = compare_answers(nnrp, http, {"temperature": 0}, where="POST /v1/x")
     assert [f.rule for f in greedy.findings] == ["twin.text", "twin.usage"]
     assert greedy.not_compared == {"finish-reason": "not in the NNRP answer"}
+
+
+def test_a_null_error_member_is_no_error() -> None:
+    """A Responses object always carries ``error``: null on success. Read as an error, every
+    non-streamed Responses answer was a false difference and never compared (issue 45)."""
+    body = {"id": "resp_1", "object": "response", "status": "completed", "error": None,
+            "output": [{"type": "message", "content": [{"type": "output_text", "text": "hi"}]}]}
+    plain = from_http(contract.OP_RESPONSES_CREATE,
+                      HttpAnswer("POST", "u", False, status=200, body=body))
+    assert plain.outcome == "success", plain
+    failed = {**body, "status": "failed", "error": {"code": "server_error", "message": "x"}}
+    assert from_http(contract.OP_RESPONSES_CREATE,
+                     HttpAnswer("POST", "u", False, status=200, body=failed)).outcome == "error"
+    chunk = {"choices": [{"index": 0, "delta": {"content": "a"}}], "error": None}
+    assert from_http(CHAT, HttpAnswer("POST", "u", True, status=200,
+                                      events=[chunk])).outcome == "success"

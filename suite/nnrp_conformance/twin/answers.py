@@ -257,12 +257,13 @@ def from_http(operation: str, answer: HttpAnswer) -> Answer:
     if status is not None and status >= 400:
         return _http_error(answer.body, status)
     if not answer.stream or not answer.events:
-        if isinstance(answer.body, dict) and "error" in answer.body and status == 200 \
-                and operation != contract.OP_MODELS_LIST:
+        # a Responses object always has an ``error`` member: null on success
+        if isinstance(answer.body, dict) and answer.body.get("error") is not None \
+                and status == 200 and operation != contract.OP_MODELS_LIST:
             return _http_error(answer.body, status)
         return Answer(SUCCESS, fields=body_fields(operation, answer.body))
     chunks = [e for e in answer.events if isinstance(e, dict)]
-    errors = [e for e in chunks if "error" in e and not e.get("type")]
+    errors = [e for e in chunks if e.get("error") is not None and not e.get("type")]
     if errors:  # an error sent inside a 200 stream (vLLM's way)
         return _http_error(errors[0], None)
     if operation == contract.OP_RESPONSES_CREATE:
