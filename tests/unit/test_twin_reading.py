@@ -5,11 +5,13 @@ an error inside a 200 stream), the status families, and a sampled request's fiel
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import anyio
 import pytest
 
 from nnrp_conformance import contract
+from nnrp_conformance.twin import why_not_compared
 from nnrp_conformance.twin.answers import family_of_status, from_http, from_nnrp
 from nnrp_conformance.twin.compare import compare_answers
 from nnrp_conformance.twin.http import HttpAnswer, api_base, sse_data
@@ -85,3 +87,22 @@ def test_a_null_error_member_is_no_error() -> None:
     chunk = {"choices": [{"index": 0, "delta": {"content": "a"}}], "error": None}
     assert from_http(CHAT, HttpAnswer("POST", "u", True, status=200,
                                       events=[chunk])).outcome == "success"
+
+
+@pytest.mark.parametrize("envelope", [
+    {"schema_version": "openai-compatible/0", "operation": CHAT, "body": {}},
+    {"schema_version": contract.SCHEMA_VERSION, "body": {}},  # envelope-no-operation
+    {"schema_version": contract.SCHEMA_VERSION, "operation": CHAT, "body": "hello"},
+    {"schema_version": contract.SCHEMA_VERSION, "operation": CHAT, "body": {}, "extra": 1},
+])
+def test_an_envelope_invalid_on_purpose_never_goes_over_http(envelope: dict[str, object]) -> None:
+    """The HTTP API receives only a body: an envelope mutation has no HTTP form, and comparing
+    it made false differences (issue 45 item 5: four from ``envelope-no-operation``)."""
+    case = SimpleNamespace(envelope=envelope, operation=CHAT, raw=None, cancel_after_events=None)
+    why = why_not_compared(case, SimpleNamespace(terminal="error"))  # type: ignore[arg-type]
+    assert why is not None and "envelope itself is invalid" in why
+    valid = {**envelope, "schema_version": contract.SCHEMA_VERSION, "operation": CHAT,
+             "body": {"model": "m"}}
+    valid.pop("extra", None)
+    case = SimpleNamespace(envelope=valid, operation=CHAT, raw=None, cancel_after_events=None)
+    assert why_not_compared(case, SimpleNamespace(terminal="error")) is None  # type: ignore[arg-type]

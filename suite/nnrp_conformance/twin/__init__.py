@@ -63,7 +63,9 @@ def why_not_compared(case: PlannedCase, result: CaseResult) -> str | None:
     if case.raw:
         return "the submit is malformed on purpose (request.raw): NNRP framing has no HTTP form"
     if envelope.get("schema_version") != contract.SCHEMA_VERSION or \
-            set(envelope) - set(contract.ENVELOPE_FIELDS) or not isinstance(envelope.get("body"), dict):
+            set(envelope) - set(contract.ENVELOPE_FIELDS) or \
+            not isinstance(envelope.get("operation"), str) or \
+            not isinstance(envelope.get("body"), dict):
         return "the envelope itself is invalid on purpose: the HTTP API receives only a body"
     if case.cancel_after_events is not None:
         return "the suite cancelled the NNRP operation on purpose: there is no answer to compare"
