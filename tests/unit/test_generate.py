@@ -19,7 +19,7 @@ from nnrp_conformance.checks.model import Finding, Verdict
 from nnrp_conformance.events import CaseRecord, RunFinished
 from nnrp_conformance.generate.mutations import MUTATIONS
 from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
-from nnrp_conformance.generate.run import draw
+from nnrp_conformance.generate.run import draw, still_the_failure
 from nnrp_conformance.generate.shrink import body_candidates, shrink
 from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft, slots
 from nnrp_conformance.jsonsafe import jsonable
@@ -183,3 +183,13 @@ def test_a_lone_surrogate_reaches_every_writer_as_its_escape() -> None:
                     render_markdown(None, RunFinished([record], 0.1))):
         written.encode("utf-8")  # raised UnicodeEncodeError before the escape
         assert "\\ud83d" in written
+
+
+def test_a_shrinking_try_with_a_finding_the_drawn_request_lacked_is_another_failure() -> None:
+    """Issue 45: the shrinker dropped ``stream: true`` while chasing one finding and met
+    another; the saved request then carried a finding the drawn one never had."""
+    drawn = {("text.stop", "non-strict"), ("usage.max-tokens", "non-strict")}
+    assert still_the_failure({("text.stop", "non-strict")}, drawn)
+    assert still_the_failure(set(drawn), drawn)
+    assert not still_the_failure({("text.stop", "non-strict"), ("event.schema", "failed")}, drawn)
+    assert not still_the_failure(set(), drawn)

@@ -35,7 +35,8 @@ from nnrp_conformance.generate.strategies import (
 from nnrp_conformance.planner import build_plan
 from nnrp_conformance.recipes import load_recipe_file
 
-__all__ = ["SAVE_DIR", "GeneratedRun", "claims_of", "draw", "generated_cases", "settle"]
+__all__ = ["SAVE_DIR", "GeneratedRun", "claims_of", "draw", "generated_cases", "settle",
+           "still_the_failure"]
 
 #: seeds drawn when none is given: below 2**32, short enough to type
 SEED_RANGE = 2**32
@@ -188,6 +189,13 @@ def _signature(result: Any) -> set[tuple[str, str]]:
     return {(f.rule, f.level) for f in result.verdict.findings if f.level in _SHOWN_LEVELS}
 
 
+def still_the_failure(seen: set[tuple[str, str]], target: set[tuple[str, str]]) -> bool:
+    """Whether a shrinking try shows the drawn request's failure: some of its findings, and
+    none it did not have (a try that dropped ``stream`` and met another rule is another
+    failure: the saved request would carry a finding the drawn one never had)."""
+    return bool(seen & target) and seen <= target
+
+
 def _probe(core: Any, run: GeneratedRun, case: Any, result: Any,
            idle: float | None = None) -> Any:
     """The invalid request's session serves the next operation (a one-token chat)."""
@@ -230,7 +238,7 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
         seen = _run(core, run, candidate, case.id, idle)
         if draft.family == FAMILY_INVALID:
             seen = _probe(core, run, case, seen, idle)
-        return seen if _signature(seen) & target else None
+        return seen if still_the_failure(_signature(seen), target) else None
 
     # every case that drops the session shows the one defect, whatever rules its silence
     # fails: it is shrunk once (each try waits for a silence), the later ones saved as drawn
