@@ -19,7 +19,7 @@ from nnrp_conformance.checks.model import Finding, Verdict
 from nnrp_conformance.events import CaseRecord, RunFinished
 from nnrp_conformance.generate.mutations import MUTATIONS
 from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
-from nnrp_conformance.generate.run import draw, still_the_failure
+from nnrp_conformance.generate.run import draw, still_the_failure, with_models
 from nnrp_conformance.generate.shrink import body_candidates, shrink
 from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft, slots
 from nnrp_conformance.jsonsafe import jsonable
@@ -193,3 +193,22 @@ def test_a_shrinking_try_with_a_finding_the_drawn_request_lacked_is_another_fail
     assert still_the_failure(set(drawn), drawn)
     assert not still_the_failure({("text.stop", "non-strict"), ("event.schema", "failed")}, drawn)
     assert not still_the_failure(set(), drawn)
+
+
+def test_each_operation_is_drawn_for_its_own_model_and_api() -> None:
+    """Issue 45: every embeddings request went to the chat model (``--nnrp-model
+    embeddings.create=ID`` was ignored by the generator), and "valid" Responses requests
+    carried ``seed``, which OpenAI's Responses API does not define."""
+    drafts = draw(CLAIMS, "chat-m", 150, 5)
+    responses = [d.body for d in drafts if d.operation == contract.OP_RESPONSES_CREATE]
+    assert responses and not any("seed" in b for b in responses)
+    assert any("seed" in d.body for d in drafts if d.operation == contract.OP_CHAT_COMPLETIONS_CREATE)
+    models = {contract.OP_EMBEDDINGS_CREATE: "embed-m"}
+    moved = [with_models(d, "chat-m", models) for d in drafts]
+    every = [x for d in moved for x in (d, *d.companions)]
+    assert {x.body["model"] for x in every if x.operation == contract.OP_EMBEDDINGS_CREATE} \
+        == {"embed-m"}
+    assert {x.body["model"] for x in every if x.operation != contract.OP_EMBEDDINGS_CREATE} \
+        == {"chat-m"}
+    # an invalid request whose model was drawn away (missing-model keeps the body's) is kept
+    assert with_models(drafts[0], "chat-m", {}) == drafts[0]

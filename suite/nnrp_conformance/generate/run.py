@@ -8,7 +8,7 @@ import contextlib
 import dataclasses
 import json
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from nnrp_conformance.planner import build_plan
 from nnrp_conformance.recipes import load_recipe_file
 
 __all__ = ["SAVE_DIR", "GeneratedRun", "claims_of", "draw", "generated_cases", "settle",
-           "still_the_failure"]
+           "still_the_failure", "with_models"]
 
 #: seeds drawn when none is given: below 2**32, short enough to type
 SEED_RANGE = 2**32
@@ -162,11 +162,26 @@ def generated_cases(core: Any) -> list[Any]:
     if not claims:
         return []
     datas = []
-    for index, draft in enumerate(draw(claims, model, options.generate, seed)):
+    models = dict(getattr(core.plan, "models", None) or {})
+    for index, drawn in enumerate(draw(claims, model, options.generate, seed)):
+        draft = with_models(drawn, model, models)
         case_id = _case_id(draft, seed, index)
         run.drafts[case_id] = draft
         datas.append(recipe_data(draft, case_id=case_id, seed=seed, index=index, model=model))
     return _plan(core, datas, save_dir)
+
+
+def with_models(draft: Draft, model: str, models: Mapping[str, str]) -> Draft:
+    """``draft`` (drawn with the run-wide ``model``) sent to the model the run chose for each
+    of its operations (``models``: ``--nnrp-model OP=ID`` or the documents, model_choice.py):
+    an embeddings request goes to the embeddings model, not the chat one."""
+    def moved(d: Draft) -> Draft:
+        own = models.get(d.operation)
+        if own is None or own == model or d.body.get("model") != model:
+            return d
+        return dataclasses.replace(d, body={**d.body, "model": own})
+    return dataclasses.replace(moved(draft),
+                               companions=tuple(moved(c) for c in draft.companions))
 
 
 def _run(core: Any, run: GeneratedRun, draft: Draft, case_id: str,

@@ -188,6 +188,11 @@ _OPTIONAL: dict[str, st.SearchStrategy[Any]] = {
 _LIMIT = st.integers(1, MAX_TOKENS)
 
 
+#: fields of ``_OPTIONAL`` an operation's own API does not define: OpenAI's Responses API has
+#: no ``seed`` (a "valid" request carrying it is one the endpoint may rightly refuse)
+_NOT_DEFINED = {contract.OP_RESPONSES_CREATE: frozenset({"seed"})}
+
+
 @st.composite
 def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words: list[str],
             limit_key: str) -> dict[str, Any]:
@@ -198,7 +203,8 @@ def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words:
             body["stream_options"] = {"include_usage": draw(st.booleans())}
     elif draw(st.booleans()):
         body["stream"] = False
-    optional = {**_OPTIONAL, limit_key: _LIMIT}
+    undefined = _NOT_DEFINED.get(claim.operation, frozenset())
+    optional = {**{k: v for k, v in _OPTIONAL.items() if k not in undefined}, limit_key: _LIMIT}
     if limit_key == "max_tokens":
         optional["stop"] = _stop(words)
     for key, strategy in optional.items():
