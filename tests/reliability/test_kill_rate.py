@@ -142,6 +142,8 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "long-prompt-no-terminal": ("timeout.no-terminal", "timeout.silence"),
     "unknown-role-unanswered": ("timeout.silence",),
     "invalid-deafens-session": ("generated.session-serves-next",),
+    "requires-request-id": ("envelope.request-id-optional",),
+    "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }
 #: the generated run of each: its size and its fixed seed (the same seed, the same requests)
 GENERATE, SEED = "120", "7"

@@ -17,12 +17,14 @@ import pytest
 from nnrp_conformance import contract
 from nnrp_conformance.checks.model import Finding, Verdict
 from nnrp_conformance.events import CaseRecord, RunFinished
+from nnrp_conformance.generate.envelopes import ENVELOPES
 from nnrp_conformance.generate.mutations import MUTATIONS
 from nnrp_conformance.generate.recipe_files import recipe_data, save_recipe
 from nnrp_conformance.generate.run import draw, still_the_failure, with_models
 from nnrp_conformance.generate.shrink import body_candidates, shrink
 from nnrp_conformance.generate.strategies import FAMILIES, Claim, Draft, slots
 from nnrp_conformance.jsonsafe import jsonable
+from nnrp_conformance.planner import build_envelope
 from nnrp_conformance.recipes import load_recipe_file
 from nnrp_conformance.reports.markdown import render_markdown
 from nnrp_conformance.runner import CaseResult
@@ -43,20 +45,41 @@ def test_the_same_seed_draws_the_same_requests() -> None:
 
 
 def test_a_bounded_run_sends_every_family_and_mutation_evenly() -> None:
-    """Families, operations and an operation's mutations are dealt in shuffled rounds: a
-    run of 90 chat cases holds 30 of each family and each of the 15 chat mutations twice
-    (left to hypothesis, 1,000 cases held 2 negative max_tokens)."""
+    """Families, operations, an operation's mutations and the envelopes are dealt in shuffled
+    rounds: a run of 102 chat cases holds 34 of each family, each of the 17 chat mutations
+    twice, and each envelope 13 or 14 times (left to hypothesis, 1,000 cases held 2 negative
+    max_tokens)."""
     chat = [CLAIMS[0]]
-    dealt = slots(chat, 90, 7)
-    assert Counter(s.family for s in dealt) == {f: 30 for f in FAMILIES}
+    dealt = slots(chat, 102, 7)
+    assert Counter(s.family for s in dealt) == {f: 34 for f in FAMILIES}
     mutations = [n for n, m in MUTATIONS.items() if contract.OP_CHAT_COMPLETIONS_CREATE in
                  m.operations]
-    assert len(mutations) == 15
+    assert len(mutations) == 17
     assert Counter(s.mutation for s in dealt if s.mutation) == {n: 2 for n in mutations}
+    envelopes = Counter(s.envelope for s in dealt if s.family != "invalid")
+    assert set(envelopes) == set(ENVELOPES) and set(envelopes.values()) <= {13, 14}, envelopes
+    assert all(s.envelope is None for s in dealt if s.family == "invalid")
     assert Counter(s.claim.operation for s in slots(CLAIMS, 90, 7)) == {
         c.operation: 30 for c in CLAIMS}
-    drafts = draw(chat, "m", 90, 7)
-    assert [(d.family, d.mutation) for d in drafts] == [(s.family, s.mutation) for s in dealt]
+    drafts = draw(chat, "m", 102, 7)
+    assert [(d.family, d.mutation, d.envelope) for d in drafts] == [
+        (s.family, s.mutation, s.envelope) for s in dealt]
+
+
+def test_an_envelope_shape_is_sent_as_section_6_allows() -> None:
+    """Issue 45 item 1: request_id absent and §6's example hints, in the recipe a valid
+    request becomes (validated against recipe.schema.json) and in the envelope it sends."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for name in ENVELOPES:
+        draft = Draft("valid", contract.OP_CHAT_COMPLETIONS_CREATE, body, envelope=name)
+        data = recipe_data(draft, case_id=f"generated.valid.chat.1-{0:04d}", seed=1, index=0,
+                           model="m")
+        assert data["generated"]["envelope"] == name
+        sent = build_envelope(data["operation"], data["request"], "rid")
+        assert ("request_id" in sent) == ("no-request-id" not in name), sent
+        assert sent.get("nnrp") == ENVELOPES[name].nnrp
+        assert sent["body"]["messages"] == body["messages"]
+    assert ENVELOPES["section-6-hints"].nnrp == {"timeout_ms": 30000, "diagnostics": True}
 
 
 def test_the_draw_ignores_the_constants_of_the_modules_a_process_loaded(

@@ -267,6 +267,8 @@ def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
     ``planners`` serve the operations of the levels above 1 (``levels`` is the highest)."""
     try:
         envelope = parse_envelope(payload)
+        if envelope.get("operation") != OP_CAPABILITIES:
+            input_faults.envelope_fault(defect, envelope)
         hints = envelope.get("nnrp") or {}
         request_id = envelope.get("request_id") or f"op{op_id}"
         operation = envelope["operation"]

@@ -4,7 +4,9 @@ wrongly (docs/generation.md#the-example-endpoints-input-defects).
 Each is one defect of the registry (``defects.py``): a valid request with an optional field
 the recipes never send answered with an error, an invalid body answered, a character split
 across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, an
-unknown role never answered, and a session that stops serving after an invalid request. With none switched on, the chat
+unknown role never answered, a session that stops serving after an invalid request, and an
+envelope refused for what §6 makes optional (no request_id) or for its nnrp hints forwarded
+into the body. With none switched on, the chat
 "model" (``chat_profile``) handles every such input correctly.
 """
 
@@ -44,6 +46,11 @@ INPUT_DEFECTS = {
         "event, no terminal"),
     "invalid-deafens-session": (
         "after an invalid chat body, the session's next operation is never answered"),
+    # the envelope (profile §6): what no fixed recipe sends, since each sends a request_id
+    "requires-request-id": "an envelope without request_id is refused (§6 makes it optional)",
+    "forwards-nnrp-hints": (
+        "the envelope's nnrp hints are forwarded into the body, whose validator refuses them "
+        "as unknown arguments (§6: they must not be forwarded)"),
 }
 LONG_PROMPT_CHARS = 4000
 
@@ -58,6 +65,17 @@ def refuse(defect: str | None, body: dict[str, Any]) -> None:
         raise ProfileError("internal_error", "the backend failed")
     if defect == "metadata-refused-unnamed" and "metadata" in body:
         raise ProfileError("invalid_request", "request not supported")
+
+
+def envelope_fault(defect: str | None, envelope: dict[str, Any]) -> None:
+    """The defects that refuse a valid envelope (raise ProfileError)."""
+    if defect == "requires-request-id" and "request_id" not in envelope:
+        raise ProfileError("invalid_request", "request_id is required")
+    hints = envelope.get("nnrp")
+    if defect == "forwards-nnrp-hints" and isinstance(hints, dict) and hints:
+        # the hints read as body fields, which the body's validator does not know
+        raise ProfileError("invalid_request",
+                           f"Unrecognized request argument supplied: {sorted(hints)[0]}")
 
 
 def lenient(defect: str | None, body: dict[str, Any], model: str) -> dict[str, Any]:

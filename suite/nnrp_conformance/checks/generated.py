@@ -13,12 +13,17 @@
   a code of its own). A generated cancel that was never sent or was crossed judges nothing
   about cancellation (``checks/exercise.py``; the runner moves a generated case's cancel
   point within what the endpoint streamed and runs it again first, ``runner.py``).
+* A refusal of a valid request that names what its envelope left out, ``request_id``
+  (``envelope.request-id-optional``, strict: §6 makes it optional), or a hint of its
+  ``nnrp`` member (``envelope.hints-forwarded``, a recommendation: §6 says the hints are
+  never forwarded into the body, but a refusal of a hint's value is the endpoint's policy).
 * :func:`session_served_next`: after an invalid request, the session's next operation got a
   terminal (``generated.session-serves-next``; the probe is run by ``generate/settle.py``).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from nnrp_conformance import authority, contract, rules
@@ -102,6 +107,50 @@ def _names_feature(err: dict[str, Any], body: dict[str, Any]) -> bool:
     return any(key.lower() in message for key in body)
 
 
+def _mentions(err: dict[str, Any], name: str) -> bool:
+    """Whether the error's param, code or message names ``name``."""
+    return any(name.lower() in str(err.get(k) or "").lower() for k in ("param", "code", "message"))
+
+
+#: a message that asks for the request_id (not one that merely shows a derived one)
+_ASKS_REQUEST_ID = re.compile(r"request_id\b.{0,40}\b(required|missing|absent|must)"
+                              r"|\b(required|missing|absent|no)\b.{0,40}request_id", re.I)
+
+
+def _asks_for_request_id(err: dict[str, Any]) -> bool:
+    """The error says the request_id is missing: its param or code names it, or its message
+    says it is required or missing (an endpoint may show the id it derived in a message)."""
+    return "request_id" in str(err.get("param") or "").lower() \
+        or "request_id" in str(err.get("code") or "").lower() \
+        or bool(_ASKS_REQUEST_ID.search(str(err.get("message") or "")))
+
+
+def _refused_for_envelope(ctx: Context, err: dict[str, Any]) -> bool:
+    """A valid request's refusal that names what its envelope left out (``request_id``, §6:
+    optional) or a hint of its ``nnrp`` member (§6: never forwarded into the body); True when
+    it judged the refusal (generate/envelopes.py)."""
+    envelope = getattr(ctx.case, "envelope", None)
+    if not isinstance(envelope, dict):
+        return False
+    if "request_id" not in envelope and _asks_for_request_id(err):
+        ctx.fail("envelope.request-id-optional", "a valid request sent without request_id was "
+                 f"refused for it (code {err.get('code')!r}: {str(err.get('message'))[:200]!r})",
+                 index=ctx.obs.terminal_index, expected="an answer: request_id is optional "
+                 "(§6)", seen=err)
+        return True
+    nnrp = envelope.get("nnrp")
+    hints = sorted(nnrp) if isinstance(nnrp, dict) else []
+    named = [k for k in hints if _mentions(err, k)]
+    if named:
+        ctx.fail("envelope.hints-forwarded", f"a valid request sent with nnrp {hints} "
+                 f"was refused naming {named[0]!r} (code {err.get('code')!r}: "
+                 f"{str(err.get('message'))[:200]!r}): the hints read as body fields",
+                 index=ctx.obs.terminal_index, expected="an answer: nnrp hints are never "
+                 "forwarded into the body (§6)", seen=err)
+        return True
+    return False
+
+
 def judge_generated(ctx: Context) -> None:
     if generated_family(ctx.case) not in _VALID_FAMILIES or ctx.obs.terminal_kind is None:
         return
@@ -119,6 +168,8 @@ def judge_generated(ctx: Context) -> None:
     if not isinstance(err, dict):
         return
     ctx.findings = [f for f in ctx.findings if f.rule not in expected]
+    if _refused_for_envelope(ctx, err):
+        return
     if err.get("type") == "server_error":
         ctx.fail("generated.server-error", f"a valid request was answered with a server_error "
                  f"(code {err.get('code')!r}: {str(err.get('message'))[:200]})",

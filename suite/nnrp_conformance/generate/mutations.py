@@ -43,6 +43,9 @@ class Mutation:
     #: it: an invalid submit (§6.1) may also be answered by an NNRP-level error
     #: (``error.invalid-submit``, a recommendation), not only by a profile error body
     event_rule: str | None = None
+    #: the expected terminal's rule when it is not ``expect.invalid-request`` (an operation the
+    #: profile does not have is §10's unsupported-operation row)
+    terminal_rule: str | None = None
 
 
 def _without(key: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -92,6 +95,15 @@ MUTATIONS: Final = MappingProxyType({
                                          envelope={"body": "hello"}),
     "envelope-no-operation": Mutation("the envelope has no operation", _ALL, True,
                                       envelope={"omit": ["operation"]}),
+    "envelope-no-schema-version": Mutation(
+        "the envelope has no schema_version", _ALL, True,
+        envelope={"omit": ["schema_version"]}, event_rule="error.invalid-submit"),
+    # §6: operation is "One of the operation names advertised by the adapter capability
+    # document"; a near miss (OpenAI's legacy completions) no profile document names
+    "envelope-unknown-operation": Mutation(
+        "the envelope's operation is completions.create, which the profile does not have",
+        _ALL, True, envelope={"operation": "completions.create"},
+        terminal_rule="expect.unsupported-operation"),
     # OpenAI's request semantics, which the profile does not fix (recommendation)
     "missing-model": Mutation("the body has no model", _ALL, False, _without("model")),
     "empty-messages": Mutation("messages is an empty array", (CHAT,), False,

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from nnrp_conformance import contract, validation
+from nnrp_conformance.generate.envelopes import AS_RECIPES, ENVELOPES, request_members
 from nnrp_conformance.generate.mutations import MUTATIONS, mutate
 from nnrp_conformance.generate.strategies import FAMILY_INVALID, Draft
 from nnrp_conformance.recipes import Recipe, recipe_level
@@ -82,6 +83,8 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
             expect["events"][0]["rule"] = mutation.event_rule
         if mutation.event_rule == "error.invalid-submit":  # a submit §6.1 makes invalid
             expect["terminal_rule"] = "expect.invalid-submit"
+        if mutation.terminal_rule is not None:
+            expect["terminal_rule"] = mutation.terminal_rule
         if not mutation.strict:  # OpenAI's request semantics: every element its reading
             expect["terminal_rule"] = expect["events"][0]["rule"] = \
                 "generated.invalid-accepted"
@@ -93,6 +96,11 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
                 "reading": f"{mutation.description}: invalid under OpenAI's request semantics, "
                            "which the profile adopts without fixing how an endpoint validates "
                            "them; answering it is shown, not failed"}
+    if draft.envelope is not None and draft.family != FAMILY_INVALID:
+        request.update(request_members(draft.envelope))
+        generated["envelope"] = draft.envelope
+        if draft.envelope != AS_RECIPES:
+            what += f", in an envelope with {ENVELOPES[draft.envelope].description}"
     if draft.cancel_after is not None:
         request["cancel"] = {"after_events": draft.cancel_after}
         expect = copy.deepcopy(_EXPECT_CANCELLED)

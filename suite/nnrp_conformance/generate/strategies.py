@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nnrp_conformance import contract
+from nnrp_conformance.generate.envelopes import ENVELOPES
 from nnrp_conformance.generate.mutations import MUTATIONS
 
 FAMILY_VALID = "valid"
@@ -53,6 +54,9 @@ class Draft:
     mutation: str | None = None
     cancel_after: int | None = None
     companions: tuple[Draft, ...] = field(default=())
+    #: the envelope shape a valid or sequence request is sent in (``envelopes.py``; None:
+    #: the recipes' own, or an invalid request's mutation)
+    envelope: str | None = None
 
 
 #: generation stays cheap: a short answer is enough to judge a stream
@@ -298,6 +302,7 @@ class Slot:
     claim: Claim
     family: str
     mutation: str | None = None
+    envelope: str | None = None
 
 
 class _Deck:
@@ -323,11 +328,14 @@ def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
     operations, families = _Deck(usable, rng), _Deck(FAMILIES, rng)
     mutations = {c.operation: _Deck([n for n, m in MUTATIONS.items()
                                      if c.operation in m.operations], rng) for c in usable}
+    # a deck of its own, from its own generator: the shapes moved no other choice of a seed
+    envelopes = _Deck(list(ENVELOPES), random.Random(f"envelope-{seed}"))
     out = []
     for _ in range(count):
         claim, family = operations.deal(), families.deal()
         mutation = mutations[claim.operation].deal() if family == FAMILY_INVALID else None
-        out.append(Slot(claim, family, mutation))
+        envelope = envelopes.deal() if family != FAMILY_INVALID else None
+        out.append(Slot(claim, family, mutation, envelope))
     return out
 
 
@@ -371,5 +379,5 @@ def draft_of(slot: Slot, stuff: Material, claims: Sequence[Claim]) -> Draft:
         if cancel is not None:
             lead_body = cancellable(lead.operation, lead_body)
         return Draft(FAMILY_SEQUENCE, lead.operation, lead_body, cancel_after=cancel,
-                     companions=stuff.companions)
-    return Draft(FAMILY_VALID, claim.operation, body)
+                     companions=stuff.companions, envelope=slot.envelope)
+    return Draft(FAMILY_VALID, claim.operation, body, envelope=slot.envelope)
