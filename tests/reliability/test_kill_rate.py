@@ -142,6 +142,7 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "long-prompt-no-terminal": ("timeout.no-terminal", "timeout.silence"),
     "unknown-role-unanswered": ("timeout.silence",),
     "invalid-deafens-session": ("generated.session-serves-next",),
+    "tool-choice-none-ignored": ("tool-choice.none",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }

@@ -195,7 +195,7 @@ class _Chat:
         if not isinstance(model, str) or not model:
             raise ProfileError("invalid_request", "chat body needs a 'model' string")
         check_scalars(self.body)
-        tool = check_tools(self.body)
+        tool = input_faults.tool_choice_fault(self.defect, self.body, check_tools(self.body))
         input_faults.refuse(self.defect, self.body)
         if model != self.model:
             # Mirrors a backend that rejects a model it does not serve; the upstream

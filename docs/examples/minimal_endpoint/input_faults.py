@@ -4,9 +4,9 @@ wrongly (docs/generation.md#the-example-endpoints-input-defects).
 Each is one defect of the registry (``defects.py``): a valid request with an optional field
 the recipes never send answered with an error, an invalid body answered, a character split
 across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, an
-unknown role never answered, a session that stops serving after an invalid request, and an
-envelope refused for what §6 makes optional (no request_id) or for its nnrp hints forwarded
-into the body. With none switched on, the chat
+unknown role never answered, a session that stops serving after an invalid request, a tool
+called where tool_choice says none, and an envelope refused for what §6 makes optional (no
+request_id) or for its nnrp hints forwarded into the body. With none switched on, the chat
 "model" (``chat_profile``) handles every such input correctly.
 """
 
@@ -46,6 +46,9 @@ INPUT_DEFECTS = {
         "event, no terminal"),
     "invalid-deafens-session": (
         "after an invalid chat body, the session's next operation is never answered"),
+    "tool-choice-none-ignored": (
+        "a chat request with tools and tool_choice 'none' is answered with a call to its "
+        "first tool"),
     # the envelope (profile §6): what no fixed recipe sends, since each sends a request_id
     "requires-request-id": "an envelope without request_id is refused (§6 makes it optional)",
     "forwards-nnrp-hints": (
@@ -65,6 +68,17 @@ def refuse(defect: str | None, body: dict[str, Any]) -> None:
         raise ProfileError("internal_error", "the backend failed")
     if defect == "metadata-refused-unnamed" and "metadata" in body:
         raise ProfileError("invalid_request", "request not supported")
+
+
+def tool_choice_fault(defect: str | None, body: dict[str, Any],
+                      tool: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The tool the defects call: ``tool-choice-none-ignored`` calls the first one."""
+    tools = body.get("tools")
+    if defect == "tool-choice-none-ignored" and body.get("tool_choice") == "none" \
+            and isinstance(tools, list) and tools and isinstance(tools[0], dict):
+        fn = tools[0].get("function")
+        return fn if isinstance(fn, dict) else tool
+    return tool
 
 
 def envelope_fault(defect: str | None, envelope: dict[str, Any]) -> None:

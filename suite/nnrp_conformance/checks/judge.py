@@ -38,6 +38,7 @@ from nnrp_conformance.checks.sequence import (
 from nnrp_conformance.checks.stream import check_decode, check_exception, check_schema, check_wire
 from nnrp_conformance.checks.terminal import check_after_terminal, check_terminal, check_timeout
 from nnrp_conformance.checks.tool_call_body import TOOL_CALL_BODY_CHECKS
+from nnrp_conformance.checks.tool_choice import TOOL_CHOICE_CHECKS
 
 if TYPE_CHECKING:
     from nnrp_conformance.manifest import Manifest
@@ -82,6 +83,7 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     check_text_order,
     *RELATION_CHECKS,
     *TOOL_CALL_BODY_CHECKS,
+    *TOOL_CHOICE_CHECKS,
     *RESPONSES_CHECKS,
     *DISCOVERY_CHECKS,
     check_stop,

@@ -2,7 +2,7 @@
 claims, drawn from the fields the profile names (design §6: ``model``, ``messages``,
 ``input``, ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice``,
 ``metadata``, ``stream``) and the OpenAI request fields beside them (``stop``, ``seed``,
-``stream_options``, multi-part content, every message role), and the three families built
+``max_completion_tokens``, ``stream_options``, multi-part content, every message role), and the three families built
 on them (:class:`Draft`): a valid request, an invalid one (a valid base plus one named
 mutation, ``mutations.py``) and a sequence on one session (operations in flight together, a
 cancel at a drawn event). Which operation, family and mutation each case is, is dealt from
@@ -209,7 +209,7 @@ def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words:
         body["stream"] = False
     undefined = _NOT_DEFINED.get(claim.operation, frozenset())
     optional = {**{k: v for k, v in _OPTIONAL.items() if k not in undefined}, limit_key: _LIMIT}
-    if limit_key == "max_tokens":
+    if claim.operation == contract.OP_CHAT_COMPLETIONS_CREATE:
         optional["stop"] = _stop(words)
     for key, strategy in optional.items():
         if draw(st.booleans()):
@@ -227,7 +227,9 @@ def chat_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, A
         body["tools"] = tools
         if choice is not None:
             body["tool_choice"] = choice
-    out: dict[str, Any] = draw(_common(body, claim, _words(messages), "max_tokens"))
+    # OpenAI's max_completion_tokens supersedes the deprecated max_tokens: both are sent
+    limit = draw(st.sampled_from(("max_tokens", "max_completion_tokens")))
+    out: dict[str, Any] = draw(_common(body, claim, _words(messages), limit))
     return out
 
 
