@@ -29,6 +29,8 @@ portal, the options and the plan):
   endpoint is then reported in one full idle limit plus a few seconds per case, and a slow
   one (a cold model's first token) keeps its full wait, because its pace is what sets it.
 * refused frames no case owns, noted on the case that saw them.
+* **answers across operations**: each case's answer ids against the earlier operations'
+  (``checks/answer_ids.py``: two different requests never get the same id).
 * **a case refused in a ``--concurrency`` batch** runs again alone after the batch (on a fresh
   session when the batch left operations open) and is judged on that run
   (``concurrency.judged_alone``): which cases an endpoint over its limit refuses is a race.
@@ -46,6 +48,7 @@ import time
 from typing import Any
 
 from nnrp_conformance import case_results, concurrency, contract, runner
+from nnrp_conformance.checks.answer_ids import AnswerIds
 from nnrp_conformance.checks.refusals import refusal_named
 from nnrp_conformance.options import RunOptions
 
@@ -90,6 +93,8 @@ class CaseSessions:
         self._idle_ended_by: str | None = None
         self._slowest_pace_s = 0.0
         self.sessions_opened = 0
+        # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
+        self._answer_ids: AnswerIds | None = None
 
     # provided by the core
     @property
@@ -133,7 +138,7 @@ class CaseSessions:
         self._note_refusals(result)
         self._after(result, results)
         self._blame([result])
-        return result
+        return self._relate(case, result)
 
     def run_batch(self, cases: list[Any], *, timeout: float | None = None) -> list[Any]:
         """``--concurrency N``: run ``cases`` (selected, none a concurrency recipe) in flight
@@ -153,6 +158,7 @@ class CaseSessions:
         for result in results:
             self._after(result, [result])
         self._blame(results)  # the batch's operations shared one session, in any order
+        results = [self._relate(c, r) for c, r in zip(cases, results, strict=True)]
         # a refused case is run again alone, after the batch (on a fresh session when the batch
         # left operations open): which cases are refused is a race (concurrency.judged_alone);
         # a case whose operation the session never ended runs again alone on a fresh session:
@@ -168,6 +174,12 @@ class CaseSessions:
                     result, self.run_case(case, timeout=timeout))
             judged.append(result)
         return judged
+
+    def _relate(self, case: Any, result: Any) -> Any:
+        """``result`` judged against the answers of the run's earlier operations."""
+        if self._answer_ids is None:
+            self._answer_ids = AnswerIds(strict=self.options.strict)
+        return self._answer_ids.judge(case, result)
 
     def _run_options(self, timeout: float | None,
                      idle_timeout: float | None = None) -> dict[str, Any]:

@@ -143,6 +143,7 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "unknown-role-unanswered": ("timeout.silence",),
     "invalid-deafens-session": ("generated.session-serves-next",),
     "tool-choice-none-ignored": ("tool-choice.none",),
+    "answer-cache-wrong-key": ("answer.id-reused",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }

@@ -123,7 +123,7 @@ class _Chat:
         }
         if self.defect == "non-streaming-bad-body" and not self.body.get("stream"):
             del body["choices"]
-        return body
+        return input_faults.cached_answer(self.defect, self.body, self.model, body)
 
     def usage_event(self, usage: dict[str, int]) -> dict[str, Any]:
         if self.defect == "wrong-usage-fields":
@@ -261,6 +261,9 @@ class _Chat:
             yield encode({"type": "response.output_text.delta", "index": 0, "delta": f" w{i}"})
 
 
+_DERIVED = itertools.count(1)
+
+
 def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
                  levels: int = 1, planners: Mapping[str, Planner] | None = None) -> Plan:
     """Decode one envelope and plan its answer; every invalid request yields an error plan.
@@ -270,7 +273,9 @@ def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
         if envelope.get("operation") != OP_CAPABILITIES:
             input_faults.envelope_fault(defect, envelope)
         hints = envelope.get("nnrp") or {}
-        request_id = envelope.get("request_id") or f"op{op_id}"
+        # derived from the frame id (§6) and unique in the process: frame ids restart with
+        # each session, and an answer's id is made of it
+        request_id = envelope.get("request_id") or f"op{op_id}-{next(_DERIVED)}"
         operation = envelope["operation"]
         body = envelope["body"]
         planner = (planners or {}).get(operation)

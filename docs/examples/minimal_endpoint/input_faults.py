@@ -5,7 +5,8 @@ Each is one defect of the registry (``defects.py``): a valid request with an opt
 the recipes never send answered with an error, an invalid body answered, a character split
 across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, an
 unknown role never answered, a session that stops serving after an invalid request, a tool
-called where tool_choice says none, and an envelope refused for what §6 makes optional (no
+called where tool_choice says none, an answer cached under the wrong key, and an envelope
+refused for what §6 makes optional (no
 request_id) or for its nnrp hints forwarded into the body. With none switched on, the chat
 "model" (``chat_profile``) handles every such input correctly.
 """
@@ -49,6 +50,9 @@ INPUT_DEFECTS = {
     "tool-choice-none-ignored": (
         "a chat request with tools and tool_choice 'none' is answered with a call to its "
         "first tool"),
+    "answer-cache-wrong-key": (
+        "non-streamed chat answers are cached under the model and top_p, not the request: a "
+        "later request with the same top_p gets the first one's answer, id and all"),
     # the envelope (profile §6): what no fixed recipe sends, since each sends a request_id
     "requires-request-id": "an envelope without request_id is refused (§6 makes it optional)",
     "forwards-nnrp-hints": (
@@ -68,6 +72,19 @@ def refuse(defect: str | None, body: dict[str, Any]) -> None:
         raise ProfileError("internal_error", "the backend failed")
     if defect == "metadata-refused-unnamed" and "metadata" in body:
         raise ProfileError("invalid_request", "request not supported")
+
+
+#: answer-cache-wrong-key: (model, top_p) -> the first answer's body
+_CACHE: dict[tuple[str, Any], dict[str, Any]] = {}
+
+
+def cached_answer(defect: str | None, request: dict[str, Any], model: str,
+                  body: dict[str, Any]) -> dict[str, Any]:
+    """The completion body ``answer-cache-wrong-key`` sends: the first one cached under the
+    model and ``top_p`` of a non-streamed request (no fixed recipe sends top_p)."""
+    if defect != "answer-cache-wrong-key" or request.get("stream") or "top_p" not in request:
+        return body
+    return json.loads(json.dumps(_CACHE.setdefault((model, json.dumps(request["top_p"])), body)))
 
 
 def tool_choice_fault(defect: str | None, body: dict[str, Any],
