@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "docs" / "examples"
 import endpoint  # the example endpoint, not the suite
 
 
-def _usage_arithmetic(ev: dict[str, Any]) -> None:
+def _usage_arithmetic(ev: dict[str, Any], op: Any) -> None:
     # both totals off by one: the streamed and the body usage still agree with each other
     if ev.get("type") == "response.usage":
         ev["usage"]["total_tokens"] += 1
@@ -30,14 +30,14 @@ def _usage_arithmetic(ev: dict[str, Any]) -> None:
         body["usage"]["total_tokens"] += 1
 
 
-def _usage_agreement(ev: dict[str, Any]) -> None:
+def _usage_agreement(ev: dict[str, Any], op: Any) -> None:
     # the streamed usage counts one more input token, arithmetic intact
     if ev.get("type") == "response.usage":
         ev["usage"]["input_tokens"] += 1
         ev["usage"]["total_tokens"] += 1
 
 
-def _text_agreement(ev: dict[str, Any]) -> None:
+def _text_agreement(ev: dict[str, Any], op: Any) -> None:
     body = ev.get("body") if ev.get("type") == "response.completed" else None
     for choice in (body or {}).get("choices") or ():
         message = choice.get("message") or {}
@@ -45,23 +45,34 @@ def _text_agreement(ev: dict[str, Any]) -> None:
             message["content"] += " (edited)"
 
 
-def _tool_call_identity(ev: dict[str, Any]) -> None:
+def _tool_call_identity(ev: dict[str, Any], op: Any) -> None:
     if ev.get("type") == "response.tool_call.delta":
         ev["item_id"] = f"{ev['item_id']}-moved"
 
 
-def _completion_identity(ev: dict[str, Any]) -> None:
+#: id(operation) -> (the operation, kept so its id is never reused; its number)
+_NUMBERS: dict[int, tuple[Any, int]] = {}
+
+
+def _number(op: Any) -> int:
+    return _NUMBERS.setdefault(id(op), (op, len(_NUMBERS) + 1))[1]
+
+
+def _completion_identity(ev: dict[str, Any], op: Any) -> None:
     # every text delta carries its "raw chunk"; the chunks agree with each other, but name
     # another completion than the final body
+    # (an id of this operation's own: the same id in two operations' answers would be
+    # answer.id-reused, another rule's fault)
     if ev.get("type") == "response.output_text.delta":
         ev["openai_chunk"] = {
-            "id": "chatcmpl-replayed", "object": "chat.completion.chunk", "created": 1,
+            "id": f"chatcmpl-replayed-{_number(op)}", "object": "chat.completion.chunk",
+            "created": 1,
             "choices": [{"index": ev["index"], "delta": {"content": ev["delta"]},
                          "finish_reason": None}],
         }
 
 
-def _finish_reason_tool_calls(ev: dict[str, Any]) -> None:
+def _finish_reason_tool_calls(ev: dict[str, Any], op: Any) -> None:
     # a text answer that says it finished by calling a tool
     body = ev.get("body") if ev.get("type") == "response.completed" else None
     for choice in (body or {}).get("choices") or ():
@@ -69,7 +80,7 @@ def _finish_reason_tool_calls(ev: dict[str, Any]) -> None:
             choice["finish_reason"] = "tool_calls"
 
 
-def _max_tokens(ev: dict[str, Any]) -> None:
+def _max_tokens(ev: dict[str, Any], op: Any) -> None:
     # one completion token more than generated (the endpoint generates max_tokens when set),
     # in both usages, totals and the two usages still consistent
     if ev.get("type") == "response.usage":
@@ -81,7 +92,7 @@ def _max_tokens(ev: dict[str, Any]) -> None:
         body["usage"]["total_tokens"] += 1
 
 
-def _capability_behaviour(ev: dict[str, Any]) -> None:
+def _capability_behaviour(ev: dict[str, Any], op: Any) -> None:
     # answers name a model the endpoint's capability document does not list
     body = ev.get("body") if ev.get("type") == "response.completed" else None
     if isinstance(body, dict) and body.get("object") == "chat.completion":
@@ -117,7 +128,7 @@ def main(argv: list[str]) -> int:
             return body
         if not isinstance(event, dict):
             return body
-        corrupt(event)
+        corrupt(event, op)
         return json.dumps(event, separators=(",", ":")).encode()
 
     endpoint.Session.restyled = restyled  # type: ignore[method-assign]

@@ -5,8 +5,8 @@ recommendation).
 OpenAI gives every completion and every Response an id of its own, and a client keys on it;
 the profile carries those bodies without restating that. An endpoint whose cache is keyed on
 the wrong thing, or whose streams cross between operations, hands one request's answer, id and
-all, to another: each answer judged alone looks fine. So the run remembers each answer's ids
-(the terminal body's ``id`` of a chat completion or a Response, and the ``id`` of the OpenAI
+all, to another: each answer judged alone looks fine. So the run remembers each answer's id
+(the terminal body's ``id`` of a chat completion or a Response, else the ``id`` of the OpenAI
 chunks its events carry) with the request that got it, and a later answer with a known id
 fails when its request is a different one: another ``request_id`` (or none on either side)
 and another body. The same request sent again (a re-run, a shrinking try under its case's
@@ -32,20 +32,22 @@ _ANSWER_OBJECTS = frozenset({"chat.completion", "response"})
 
 
 def answer_ids(result: Any) -> set[str]:
-    """The ids an operation's answer carries: its completed body's (a chat completion or a
-    Response) and its events' OpenAI chunks'."""
-    out: set[str] = set()
+    """The id an operation's answer carries: its completed body's (a chat completion or a
+    Response), else, for a stream that ends without one, its OpenAI chunks'. (Chunks that name
+    another completion than their body are ``completion.identity``'s to judge.)"""
+    bodies: set[str] = set()
+    chunks: set[str] = set()
     for ev in result.events or ():
         if not isinstance(ev, dict):
             continue
         chunk = ev.get("openai_chunk")
         if isinstance(chunk, dict) and isinstance(chunk.get("id"), str) and chunk["id"]:
-            out.add(chunk["id"])
+            chunks.add(chunk["id"])
         body = ev.get("body") if ev.get("type") == contract.EV_COMPLETED else None
         if isinstance(body, dict) and body.get("object") in _ANSWER_OBJECTS \
                 and isinstance(body.get("id"), str) and body["id"]:
-            out.add(body["id"])
-    return out
+            bodies.add(body["id"])
+    return bodies or chunks
 
 
 def _request(case: Any) -> tuple[Any, str]:

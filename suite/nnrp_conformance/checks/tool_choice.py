@@ -9,8 +9,8 @@ restating them, so each rule is a recommendation (docs/generation.md#oracles):
   holds a call. One cut short by its token limit (``length``, ``incomplete``) or of unknown
   finish is not judged.
 
-The calls of an answer are its tool-call events, a chat completion body's
-``message.tool_calls`` and a Response body's ``function_call`` output items. Only a successful
+The calls of an answer are its tool-call events, or, when it streamed none, a chat completion
+body's ``message.tool_calls`` and a Response body's ``function_call`` output items. Only a successful
 answer the client read whole is judged (not one cancelled by the suite or flooded). Called by
 :func:`checks.judge` like every always-on check; nothing else judges these.
 """
@@ -39,12 +39,14 @@ def _asked(choice: Any) -> tuple[str, str | None] | None:
 
 
 def _calls(ctx: Context) -> list[Any]:
-    """The names of the calls the answer made (None for a call without a name)."""
+    """The names of the calls the answer made (None for a call without a name): the streamed
+    calls when it streamed any, else its body's (a body that disagrees with its stream is
+    ``tool-call.body-agreement``'s to judge)."""
     names = [ev.get("name") for ev in ctx.obs.events
              if type_of(ev) in contract.TOOL_CALL_EVENT_TYPES and "name" in ev]
     term = ctx.obs.terminal_event
     body = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
-    if not isinstance(body, dict):
+    if names or not isinstance(body, dict):
         return names
     for choice in body.get("choices") or ():
         message = choice.get("message") if isinstance(choice, dict) else None
