@@ -94,7 +94,7 @@ class CaseSessions:
         self._slowest_pace_s = 0.0
         self.sessions_opened = 0
         # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
-        self._answer_ids: AnswerIds | None = None
+        self._answer_ids = AnswerIds()
 
     # provided by the core
     @property
@@ -177,9 +177,7 @@ class CaseSessions:
 
     def _relate(self, case: Any, result: Any) -> Any:
         """``result`` judged against the answers of the run's earlier operations."""
-        if self._answer_ids is None:
-            self._answer_ids = AnswerIds(strict=self.options.strict)
-        return self._answer_ids.judge(case, result)
+        return self._answer_ids.judge(case, result, strict=self.options.strict)
 
     def _run_options(self, timeout: float | None,
                      idle_timeout: float | None = None) -> dict[str, Any]:

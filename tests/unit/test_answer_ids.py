@@ -30,24 +30,30 @@ def _result(case_id: str, answer_id: str) -> CaseResult:
 
 
 def test_another_request_with_a_known_answer_id_is_found() -> None:
-    ids = AnswerIds(strict=False)
+    ids = AnswerIds()
     assert answer_ids(_result("a", "chatcmpl-1")) == {"chatcmpl-1"}
-    first = ids.judge(_case("a", "one"), _result("a", "chatcmpl-1"))
+    first = ids.judge(_case("a", "one"), _result("a", "chatcmpl-1"), strict=False)
     assert first.verdict.findings == []
-    second = ids.judge(_case("b", "two"), _result("b", "chatcmpl-1"))
+    second = ids.judge(_case("b", "two"), _result("b", "chatcmpl-1"), strict=False)
     assert [f.rule for f in second.verdict.findings] == ["answer.id-reused"]
     assert "a got" in second.verdict.findings[0].message
     assert second.outcome == "passed"  # a recommendation: a failure only with --nnrp-strict
-    strict = AnswerIds(strict=True)
-    strict.judge(_case(None, "one"), _result("a", "chatcmpl-1"))
-    assert strict.judge(_case(None, "two"), _result("b", "chatcmpl-1")).outcome == "failed"
+    strict = AnswerIds()
+    strict.judge(_case(None, "one"), _result("a", "chatcmpl-1"), strict=True)
+    two = strict.judge(_case(None, "two"), _result("b", "chatcmpl-1"), strict=True)
+    assert two.outcome == "failed"
 
 
 def test_the_same_request_again_may_get_the_same_id() -> None:
-    ids = AnswerIds(strict=True)
-    ids.judge(_case("a", "one"), _result("a", "chatcmpl-1"))
+    ids = AnswerIds()
+    ids.judge(_case("a", "one"), _result("a", "chatcmpl-1"), strict=True)
+
+    def again(rid: str, text: str, case_id: str, answer_id: str) -> list[Any]:
+        result = ids.judge(_case(rid, text), _result(case_id, answer_id), strict=True)
+        return list(result.verdict.findings)
+
     # a re-run, a shrinking try under the case's request_id, the client's own id reused
-    assert ids.judge(_case("a", "one"), _result("a", "chatcmpl-1")).verdict.findings == []
-    assert ids.judge(_case("a", "shorter"), _result("a.try", "chatcmpl-1")).verdict.findings == []
-    assert ids.judge(_case("c", "one"), _result("c", "chatcmpl-1")).verdict.findings == []
-    assert ids.judge(_case("d", "four"), _result("d", "chatcmpl-4")).verdict.findings == []
+    assert again("a", "one", "a", "chatcmpl-1") == []
+    assert again("a", "shorter", "a.try", "chatcmpl-1") == []
+    assert again("c", "one", "c", "chatcmpl-1") == []
+    assert again("d", "four", "d", "chatcmpl-4") == []

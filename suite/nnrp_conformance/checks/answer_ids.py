@@ -59,11 +59,10 @@ def _request(case: Any) -> tuple[Any, str]:
 class AnswerIds:
     """The answer ids seen so far in a run, each with the case and request that got it."""
 
-    def __init__(self, *, strict: bool) -> None:
-        self.strict = strict
+    def __init__(self) -> None:
         self._seen: dict[str, tuple[str, tuple[Any, str]]] = {}
 
-    def judge(self, case: Any, result: Any) -> Any:
+    def judge(self, case: Any, result: Any, *, strict: bool) -> Any:
         """``result`` with ``answer.id-reused`` when its answer carries an id an earlier,
         different request got (module doc); remembers its ids either way."""
         request = _request(case)
@@ -79,7 +78,7 @@ class AnswerIds:
                     f"{other_case} got, to another request: one request's answer handed to "
                     "another (a cache keyed on the wrong thing, crossed streams)?", None,
                     f"an id of its own, not {other_case}'s", answer_id, rules.citation(RULE),
-                    rules.finding_level(RULE, strict=self.strict))
+                    rules.finding_level(RULE, strict=strict))
         if finding is None:
             return result
         findings = [*result.verdict.findings, finding]

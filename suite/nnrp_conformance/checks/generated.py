@@ -107,9 +107,10 @@ def _names_feature(err: dict[str, Any], body: dict[str, Any]) -> bool:
     return any(key.lower() in message for key in body)
 
 
-def _mentions(err: dict[str, Any], name: str) -> bool:
-    """Whether the error's param, code or message names ``name``."""
-    return any(name.lower() in str(err.get(k) or "").lower() for k in ("param", "code", "message"))
+def _mentions(err: dict[str, Any], name: str,
+              where: tuple[str, ...] = ("param", "code", "message")) -> bool:
+    """Whether the error's param, code or message (``where``) names ``name``."""
+    return any(name.lower() in str(err.get(k) or "").lower() for k in where)
 
 
 #: a message that asks for the request_id (not one that merely shows a derived one)
@@ -120,8 +121,7 @@ _ASKS_REQUEST_ID = re.compile(r"request_id\b.{0,40}\b(required|missing|absent|mu
 def _asks_for_request_id(err: dict[str, Any]) -> bool:
     """The error says the request_id is missing: its param or code names it, or its message
     says it is required or missing (an endpoint may show the id it derived in a message)."""
-    return "request_id" in str(err.get("param") or "").lower() \
-        or "request_id" in str(err.get("code") or "").lower() \
+    return _mentions(err, "request_id", ("param", "code")) \
         or bool(_ASKS_REQUEST_ID.search(str(err.get("message") or "")))
 
 

@@ -19,7 +19,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.checks.context import Context, chat_completion_body, show, type_of
 from nnrp_conformance.tool_calls import StreamedCall, streamed_calls
 
-__all__ = ["TOOL_CALL_BODY_CHECKS"]
+__all__ = ["TOOL_CALL_BODY_CHECKS", "body_calls"]
 
 
 def check_tool_call_index_unique(ctx: Context) -> None:
@@ -38,7 +38,7 @@ def check_tool_call_index_unique(ctx: Context) -> None:
             return
 
 
-def _body_calls(body: dict[str, Any]) -> list[StreamedCall]:
+def body_calls(body: dict[str, Any]) -> list[StreamedCall]:
     """Every choice's ``message.tool_calls``, in order, as (id, name, arguments)."""
     out = []
     for choice in body.get("choices") or ():
@@ -61,7 +61,7 @@ def check_tool_call_body_agreement(ctx: Context) -> None:
     streamed = streamed_calls(obs.events)
     if not streamed:
         return  # no call streamed (a non-streaming answer), or what they amount to is unknown
-    final = _body_calls(body)
+    final = body_calls(body)
 
     def fail(what: str, expected: Any, seen: Any) -> None:
         ctx.fail("tool-call.body-agreement", f"the final body's message.tool_calls disagree "

@@ -21,6 +21,7 @@ from typing import Any
 
 from nnrp_conformance import contract
 from nnrp_conformance.checks.context import Context, show, type_of
+from nnrp_conformance.checks.tool_call_body import body_calls
 
 __all__ = ["TOOL_CHOICE_CHECKS"]
 
@@ -48,11 +49,7 @@ def _calls(ctx: Context) -> list[Any]:
     body = term.get("body") if type_of(term) == contract.EV_COMPLETED else None
     if names or not isinstance(body, dict):
         return names
-    for choice in body.get("choices") or ():
-        message = choice.get("message") if isinstance(choice, dict) else None
-        for call in (message.get("tool_calls") or ()) if isinstance(message, dict) else ():
-            fn = call.get("function") if isinstance(call, dict) else None
-            names.append(fn.get("name") if isinstance(fn, dict) else None)
+    names = [call.name for call in body_calls(body)]
     for item in body.get("output") or ():
         if isinstance(item, dict) and item.get("type") == "function_call":
             names.append(item.get("name"))

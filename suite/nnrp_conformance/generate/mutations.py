@@ -43,8 +43,9 @@ class Mutation:
     #: it: an invalid submit (§6.1) may also be answered by an NNRP-level error
     #: (``error.invalid-submit``, a recommendation), not only by a profile error body
     event_rule: str | None = None
-    #: the expected terminal's rule when it is not ``expect.invalid-request`` (an operation the
-    #: profile does not have is §10's unsupported-operation row)
+    #: the expected terminal's rule when it is not ``expect.invalid-request``: a submit §6.1
+    #: makes invalid is ``expect.invalid-submit``, an operation the profile does not have §10's
+    #: unsupported-operation row
     terminal_rule: str | None = None
 
 
@@ -90,14 +91,16 @@ MUTATIONS: Final = MappingProxyType({
         RESPONSES, EMBEDDINGS), True, _set("input", {"text": "hello"})),
     "envelope-schema-version": Mutation(
         "the envelope's schema_version is openai-compatible/0", _ALL, True,
-        envelope={"schema_version": "openai-compatible/0"}, event_rule="error.invalid-submit"),
+        envelope={"schema_version": "openai-compatible/0"}, event_rule="error.invalid-submit",
+        terminal_rule="expect.invalid-submit"),
     "envelope-body-not-object": Mutation("the envelope's body is a string", _ALL, True,
                                          envelope={"body": "hello"}),
     "envelope-no-operation": Mutation("the envelope has no operation", _ALL, True,
                                       envelope={"omit": ["operation"]}),
     "envelope-no-schema-version": Mutation(
         "the envelope has no schema_version", _ALL, True,
-        envelope={"omit": ["schema_version"]}, event_rule="error.invalid-submit"),
+        envelope={"omit": ["schema_version"]}, event_rule="error.invalid-submit",
+        terminal_rule="expect.invalid-submit"),
     # §6: operation is "One of the operation names advertised by the adapter capability
     # document"; a near miss (OpenAI's legacy completions) no profile document names
     "envelope-unknown-operation": Mutation(

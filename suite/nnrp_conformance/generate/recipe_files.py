@@ -81,8 +81,6 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         expect = copy.deepcopy(_EXPECT_INVALID)
         if mutation.event_rule is not None:
             expect["events"][0]["rule"] = mutation.event_rule
-        if mutation.event_rule == "error.invalid-submit":  # a submit §6.1 makes invalid
-            expect["terminal_rule"] = "expect.invalid-submit"
         if mutation.terminal_rule is not None:
             expect["terminal_rule"] = mutation.terminal_rule
         if not mutation.strict:  # OpenAI's request semantics: every element its reading
