@@ -69,8 +69,9 @@ def why_not_compared(case: PlannedCase, result: CaseResult) -> str | None:
         return "the envelope itself is invalid on purpose: the HTTP API receives only a body"
     if case.cancel_after_events is not None:
         return "the suite cancelled the NNRP operation on purpose: there is no answer to compare"
-    policy = set(nnrp) - {"diagnostics"} if isinstance(nnrp, dict) else set()
-    if policy == {"timeout_ms"} and _deadline_not_reached(nnrp["timeout_ms"], result):
+    hints: dict[str, Any] = nnrp if isinstance(nnrp, dict) else {}
+    policy = set(hints) - {"diagnostics"}
+    if policy == {"timeout_ms"} and _deadline_not_reached(hints["timeout_ms"], result):
         policy = set()  # a deadline the operation never reached shaped nothing of its answer
     if policy:
         named = ", ".join(sorted(f"nnrp.{k}" for k in policy))
