@@ -144,6 +144,7 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "invalid-deafens-session": ("generated.session-serves-next",),
     "tool-choice-none-ignored": ("tool-choice.none",),
     "answer-cache-wrong-key": ("answer.id-reused",),
+    "unknown-field-server-error": ("generated.server-error",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }
