@@ -12,7 +12,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -29,6 +29,7 @@ from nnrp_conformance.wire.pump import (
 )
 
 from . import sdk
+from .auth import ApiKeyGate
 from .operation import Handler
 from .operations import _OperationRunner
 from .pump import _SESSION_IDLE_POLL_MS, _SessionPump
@@ -68,8 +69,11 @@ class NnrpServer(_OperationRunner):
         busy_poll_budget_per_s: float = _BUSY_POLL_BUDGET_PER_S,
         abort_hook_timeout: float = _ABORT_HOOK_TIMEOUT_S,
         tcp_nodelay: bool = True,
+        api_keys: Sequence[str] = (),
     ) -> None:
         self.handler = handler
+        # None without keys: every session may work (the operator chose no key)
+        self.api_gate = ApiKeyGate(api_keys) if any(api_keys) else None
         self.endpoint = parse_address(listen)
         self.max_envelope_bytes = max_envelope_bytes
         self.max_in_flight = max_in_flight_per_connection
@@ -85,7 +89,8 @@ class NnrpServer(_OperationRunner):
         self.tcp_nodelay = tcp_nodelay and self.endpoint.transport in ("tcp", "websocket")
         self.address = ""
         self.sessions: dict[int, _SessionPump] = {}
-        self.stats = {"sessions": 0, "operations": 0, "malformed": 0, "cancelled": 0, "timeouts": 0}
+        self.stats = {"sessions": 0, "operations": 0, "malformed": 0, "cancelled": 0, "timeouts": 0,
+                      "unauthenticated": 0, "auth_refused": 0}
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listen_held: lifetime.Held | None = None
