@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -110,6 +111,10 @@ class NnrpServer(_OperationRunner):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         opts = server_options(self.endpoint)
+        # An ipc socket is owner-only (0600): created under a umask that says so, not
+        # chmod-ed afterwards (a peer could connect in between). The umask is the process's,
+        # so it is put back at once.
+        umask = os.umask(0o177) if self.endpoint.transport == "ipc" else None
         try:
             self._listen_held, self._native_server = lifetime.enter(
                 lambda: listen_native_server(opts), f"listener {self.endpoint.provider_uri}"
@@ -118,6 +123,9 @@ class NnrpServer(_OperationRunner):
             # nnrp-py says "detail=106" for a port in use: a plain bind says it in words
             reason = unlistenable_reason(self.endpoint) or f"{status_text(exc)}: {exc}"
             raise OSError(f"cannot listen on {self.endpoint.provider_uri}: {reason}") from None
+        finally:
+            if umask is not None:
+                os.umask(umask)
         bound = self._native_server.bound_provider_endpoints[self.endpoint.transport].uri
         self.address = bound.split("://", 1)[1] if self.endpoint.transport == "tcp" else bound
         self._accept_thread = threading.Thread(
