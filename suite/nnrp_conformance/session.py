@@ -128,7 +128,7 @@ class ConformanceCore(CaseSessions):
             self._client = self.portal.call(
                 functools.partial(
                     NnrpClient.connect, target, connect_timeout=self.options.connect_timeout,
-                    settle_window=CASE_SETTLE_S,
+                    settle_window=CASE_SETTLE_S, api_key=self.options.api_key,
                 )
             )
         except Exception as exc:

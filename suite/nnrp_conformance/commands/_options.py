@@ -7,10 +7,12 @@ move between ``pytest`` and ``nnrp-conformance run`` unchanged.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from nnrp_conformance.model_choice import parse_model_options
+from nnrp_conformance.options import API_KEY_ENV
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -94,6 +96,11 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
                              "results)")
     parser.add_argument("--connect-timeout", type=_positive, default=10.0, metavar="SECONDS",
                         help="connection timeout (default 10)")
+    parser.add_argument("--api-key", "--nnrp-api-key", dest="api_key", metavar="KEY",
+                        default=os.environ.get(API_KEY_ENV) or None,
+                        help=f"the endpoint's API key: each session authenticates with it "
+                             f"first (default: ${API_KEY_ENV}, which keeps it out of the "
+                             f"process list)")
     parser.add_argument("--capabilities", "--nnrp-capabilities", dest="capabilities",
                         type=Path, metavar="FILE",
                         help="the capability document as a file: used when the endpoint has no "
@@ -174,6 +181,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
         concurrency=getattr(args, "concurrency", 1),
         connect_timeout=args.connect_timeout,
+        api_key=getattr(args, "api_key", None),
         strict=getattr(args, "strict", False),
         capabilities_file=args.capabilities,
         results=args.results,
