@@ -26,7 +26,7 @@ from .logs import ADAPTER_LOGGER
 from .probe import command as probe_command
 from .release import main as release_main
 from .scaleout import explicit_path_problem
-from .security import TlsError, from_vllm_argv, insecure_listen_problem
+from .security import TlsError, from_vllm_argv, serving_problem
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
@@ -70,7 +70,7 @@ def cmd_serve(argv: Sequence[str]) -> int:
         # the safe default, said before the engine starts (serving checks it again, from
         # vLLM's parsed arguments: security.py)
         try:
-            problem = insecure_listen_problem(
+            problem = serving_problem(
                 [config.listen, config.also_listen], from_vllm_argv(vllm_argv, os.environ),
                 config.allow_insecure)
         except TlsError as exc:

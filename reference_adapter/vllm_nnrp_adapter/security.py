@@ -7,7 +7,8 @@ Owns three decisions, for both start-up paths:
   enforces them (``nnrp_server/auth.py``); nothing here or there logs a key.
 * the TLS certificate and key: vLLM's ``--ssl-certfile`` / ``--ssl-keyfile`` (PEM, as vLLM
   takes them), converted to the DER nnrp-py's native carriers take.
-* the safe default: no listener on a non-loopback address without TLS and a key, unless the
+* the safe default: no listener on a non-loopback address without TLS (a secure scheme:
+  ``tcp+tls://``, ``quic+tls://``, ``wss://``) and a key, unless the
   operator says ``--nnrp-allow-insecure`` (``NNRP_PLUGIN_ALLOW_INSECURE=1``), as Jupyter
   and Redis's protected mode do.
 
@@ -35,6 +36,8 @@ __all__ = [
     "from_vllm_argv",
     "insecure_listen_problem",
     "is_local",
+    "serving_problem",
+    "tls_listen_problem",
 ]
 
 ALLOW_INSECURE_FLAG = "--nnrp-allow-insecure"
@@ -147,19 +150,45 @@ def exposed(listens: Sequence[str | None]) -> list[str]:
     return [a for a in listens if a and not is_local(a)]
 
 
+def _secure(listen: str) -> bool:
+    # lazy on purpose: nnrp-py's options (is_local says why)
+    from nnrp_conformance.wire.pump import parse_address
+
+    return parse_address(listen).secure
+
+
+def tls_listen_problem(listens: Sequence[str | None], security: Security) -> str | None:
+    """Why a TLS address cannot be served (no certificate), or None."""
+    secure = [a for a in listens if a and _secure(a)]
+    if secure and security.tls is None:
+        return (f"{', '.join(secure)} is a TLS address: give the certificate and its key with "
+                "--ssl-certfile and --ssl-keyfile (PEM, as vLLM takes them)")
+    return None
+
+
 def insecure_listen_problem(
     listens: Sequence[str | None], security: Security, allow_insecure: bool
 ) -> str | None:
-    """Why serving on ``listens`` is refused (the safe default), or None."""
-    if allow_insecure or (security.api_keys and security.tls is not None):
+    """Why serving on ``listens`` is refused (the safe default), or None: an address other
+    hosts reach needs a TLS scheme and an API key."""
+    if allow_insecure:
         return None
-    reachable = exposed(listens)
-    if not reachable:
-        return None
-    lacking = " and ".join(what for what, have in (
-        ("TLS (--ssl-certfile/--ssl-keyfile)", security.tls is not None),
-        ("an API key (--api-key or VLLM_API_KEY)", bool(security.api_keys))) if not have)
-    return (f"refusing to listen on {', '.join(reachable)} (not a loopback address) without "
-            f"{lacking}: anyone who can reach it could use the model. Add them, or say "
-            f"{ALLOW_INSECURE_FLAG} (NNRP_PLUGIN_ALLOW_INSECURE=1 on the plugin path) to "
-            "serve it anyway")
+    for address in exposed(listens):
+        lacking = " and ".join(what for what, have in (
+            ("TLS (a tcp+tls://, quic+tls:// or wss:// address, with --ssl-certfile and "
+             "--ssl-keyfile)", _secure(address)),
+            ("an API key (--api-key or VLLM_API_KEY)", bool(security.api_keys))) if not have)
+        if lacking:
+            return (f"refusing to listen on {address} (not a loopback address) without "
+                    f"{lacking}: anyone who can reach it could use the model. Add them, or "
+                    f"say {ALLOW_INSECURE_FLAG} (NNRP_PLUGIN_ALLOW_INSECURE=1 on the plugin "
+                    "path) to serve it anyway")
+    return None
+
+
+def serving_problem(
+    listens: Sequence[str | None], security: Security, allow_insecure: bool
+) -> str | None:
+    """Why serving on ``listens`` with ``security`` is refused, or None (both paths)."""
+    return (tls_listen_problem(listens, security)
+            or insecure_listen_problem(listens, security, allow_insecure))

@@ -38,7 +38,14 @@ from .logs import route_logs
 from .nnrp_server import NnrpServer
 from .observability import Recorder, start_metrics_server
 from .profile import load_manifest_document
-from .security import InsecureListen, TlsError, exposed, from_vllm_args, insecure_listen_problem
+from .security import (
+    InsecureListen,
+    TlsError,
+    exposed,
+    from_vllm_args,
+    insecure_listen_problem,
+    serving_problem,
+)
 from .settings import ServeConfig, claim_explicit_path
 from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion, VllmBackend
 
@@ -69,9 +76,11 @@ async def nnrp_serving(
     # vLLM's own --api-key / VLLM_API_KEY and --ssl-* cover NNRP too (security.py)
     security = from_vllm_args(getattr(backend, "args", None), os.environ)
     listens = [config.listen, config.also_listen]
-    problem = insecure_listen_problem(listens, security, config.allow_insecure)
+    problem = serving_problem(listens, security, config.allow_insecure)
     if problem is not None:
         raise InsecureListen(problem)
+    # read once, before anything listens: a bad file is said with its name (TlsError)
+    tls = security.tls.der() if security.tls is not None else None
     if config.allow_insecure and insecure_listen_problem(listens, security, False):
         log.warning("vllm-nnrp: --nnrp-allow-insecure: serving %s to other hosts with %s",
                     ", ".join(exposed(listens)), security.describe())
@@ -105,12 +114,12 @@ async def nnrp_serving(
         async with contextlib.AsyncExitStack() as servers:
             server = await servers.enter_async_context(
                 NnrpServer(adapter.handle, config.listen, api_keys=security.api_keys,
-                           **server_kwargs))
+                           tls=tls, **server_kwargs))
             # a second listener (one transport each: nnrp-py binds one per server), same
             # adapter and engine: e.g. ipc:// for clients on this host beside TCP
             also = None if not config.also_listen else await servers.enter_async_context(
                 NnrpServer(adapter.handle, config.also_listen, api_keys=security.api_keys,
-                           **server_kwargs))
+                           tls=tls, **server_kwargs))
             info = {
                 "address": server.address,
                 **({"also_address": also.address} if also is not None else {}),

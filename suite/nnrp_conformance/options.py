@@ -83,6 +83,10 @@ class RunOptions:
     #: the endpoint's API key (``--nnrp-api-key`` / ``NNRP_API_KEY``): each session the run
     #: opens authenticates with it first (client ``authenticate``); never shown or recorded
     api_key: str | None = field(default=None, repr=False)
+    #: a TLS target's trust anchor (a CA certificate, PEM or DER) and the name its certificate
+    #: must carry (default: the target's host): ``wire/tls.py``
+    tls_ca: Path | None = None
+    tls_server_name: str | None = None
     results: Path | None = None
     plan: Path | None = None
     report: Path | None = None

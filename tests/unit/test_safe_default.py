@@ -37,17 +37,25 @@ def model(tmp_path: Path) -> str:
     return str(tmp_path)
 
 
-@pytest.mark.parametrize(("extra", "lacking"), [
-    ([], "without TLS (--ssl-certfile/--ssl-keyfile) and an API key"),
-    (["--api-key", "k"], "without TLS (--ssl-certfile/--ssl-keyfile):"),
-    (["--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem"], "without an API key"),
+TLS_WORDS = "TLS (a tcp+tls://, quic+tls:// or wss:// address, with --ssl-certfile and " \
+    "--ssl-keyfile)"
+
+
+@pytest.mark.parametrize(("listen", "extra", "lacking"), [
+    ("0.0.0.0:4999", [], f"without {TLS_WORDS} and an API key"),
+    ("0.0.0.0:4999", ["--api-key", "k"], f"without {TLS_WORDS}:"),
+    # TLS files do not make a plaintext address TLS
+    ("0.0.0.0:4999", ["--api-key", "k", "--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem"],
+     f"without {TLS_WORDS}:"),
+    ("quic+tls://0.0.0.0:4999", ["--ssl-certfile", "c.pem", "--ssl-keyfile", "k.pem"],
+     "without an API key"),
 ])
 def test_a_public_listener_without_tls_and_key_is_refused(
-    model: str, extra: list[str], lacking: str
+    model: str, listen: str, extra: list[str], lacking: str
 ) -> None:
-    proc = serve(model, "--nnrp-listen", "0.0.0.0:4999", *extra)
+    proc = serve(model, "--nnrp-listen", listen, *extra)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith("vllm-nnrp serve: error: refusing to listen on 0.0.0.0:4999")
+    assert proc.stderr.startswith(f"vllm-nnrp serve: error: refusing to listen on {listen}")
     assert lacking in proc.stderr and "--nnrp-allow-insecure" in proc.stderr
     assert "Traceback" not in proc.stderr and "k.pem" not in proc.stdout
     assert "'k'" not in proc.stderr  # the key is never repeated
@@ -57,6 +65,12 @@ def test_allow_insecure_gets_past_the_safe_default(model: str) -> None:
     proc = serve(model, "--nnrp-listen", "0.0.0.0:4999", "--nnrp-allow-insecure")
     assert "refusing to listen" not in proc.stderr
     assert proc.returncode != 0  # no vLLM in this environment: it stops there
+
+
+def test_a_tls_address_without_a_certificate_is_refused(model: str) -> None:
+    proc = serve(model, "--nnrp-listen", "wss://127.0.0.1:0/nnrp")
+    assert proc.returncode == 2
+    assert "wss://127.0.0.1:0/nnrp is a TLS address: give the certificate" in proc.stderr
 
 
 def test_half_a_tls_pair_is_refused(model: str) -> None:
@@ -75,8 +89,9 @@ def test_what_counts_as_local(address: str, local: bool) -> None:
 
 
 def test_the_rule_itself() -> None:
-    public = ["0.0.0.0:1"]
+    public = ["tcp+tls://0.0.0.0:1"]
     assert insecure_listen_problem(public, Security(("k",), TLS), False) is None
+    assert insecure_listen_problem(["0.0.0.0:1"], Security(("k",), TLS), False) is not None
     assert insecure_listen_problem(public, Security(), True) is None
     assert insecure_listen_problem(["127.0.0.1:1", None], Security(), False) is None
     problem = insecure_listen_problem(["127.0.0.1:1", "0.0.0.0:2"], Security(), False)

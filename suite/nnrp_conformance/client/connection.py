@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,7 +20,7 @@ from nnrp.native import (
 )
 
 from nnrp_conformance import contract
-from nnrp_conformance.wire import codec, lifetime, nodelay
+from nnrp_conformance.wire import codec, lifetime, nodelay, tls
 from nnrp_conformance.wire.codec import RawFrame
 from nnrp_conformance.wire.pump import (
     client_options,
@@ -96,6 +97,8 @@ class NnrpClient(_ClientPump):
         command_timeout: float = 10.0,
         settle_window: float = 0.0,
         api_key: str | None = None,
+        tls_ca: Path | None = None,
+        tls_server_name: str | None = None,
     ) -> NnrpClient:
         """Connect to ``host:port``, ``[::1]:port`` or a scheme URL and open one session.
 
@@ -104,7 +107,9 @@ class NnrpClient(_ClientPump):
         ``settle_window``: how long an operation's reader waits after the endpoint's
         terminal for frames refused after it (``client/refused.py``; 0: no wait).
         ``api_key``: authenticate the session with it before anything else
-        (:meth:`authenticate`); a refused key raises :class:`NnrpClientError`."""
+        (:meth:`authenticate`); a refused key raises :class:`NnrpClientError`.
+        ``tls_ca``/``tls_server_name``: the CA certificate and the name to check for a TLS
+        target (``quic+tls://``, ``wss://``, ``tcp+tls://``; ``wire/tls.py``)."""
         self = cls()
         self._init_refusals(settle_window)
         self.target = target
@@ -113,7 +118,12 @@ class NnrpClient(_ClientPump):
         self.max_events = max_events
         endpoint = parse_address(target)
         self.transport = endpoint.transport
-        opts = client_options(endpoint)
+        try:
+            security = tls.client_security(endpoint.scheme, endpoint.host, tls_ca,
+                                           tls_server_name)
+        except tls.TlsSetupError as exc:
+            raise NnrpClientError(f"connect to {target}: {exc}") from None
+        opts = client_options(endpoint, security)
 
         gave_up = threading.Event()
         handover = threading.Lock()
@@ -146,7 +156,9 @@ class NnrpClient(_ClientPump):
             ) from None
         except NativeRuntimeError as exc:
             await self._drop_connection()
-            reason = await anyio.to_thread.run_sync(unreachable_reason, endpoint)
+            reason = await anyio.to_thread.run_sync(unreachable_reason, endpoint) or \
+                await anyio.to_thread.run_sync(tls.tls_failure, endpoint, endpoint.secure,
+                                               tls_server_name)
             raise NnrpClientError(
                 reason or f"connect to {target}: {status_text(exc)}: {exc}"
             ) from None
