@@ -107,7 +107,8 @@ def tls_failure(endpoint: Any, secure: bool, server_name: str | None) -> str | N
     if secure:
         name = server_name or endpoint.host
         return (f"the TLS handshake with {where} failed: its certificate does not chain to "
-                f"--nnrp-tls-ca, does not name {name!r}, or the peer does not speak TLS "
+                f"--nnrp-tls-ca, does not name {name!r}, the peer does not speak TLS, or it "
+                f"never completed the handshake "
                 f"(nnrp-py says only an internal error)")
     if endpoint.transport in ("tcp", "websocket") and endpoint.port and speaks_tls(
             endpoint.host, endpoint.port):
