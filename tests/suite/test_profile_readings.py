@@ -198,3 +198,21 @@ def test_upstreams_cancel_hint_passes_whoever_acts_on_it(tmp_path: Path,
         assert code == 0 and case["outcome"] == "passed", out
         assert case["terminal"] == "cancelled", out
         assert {f["level"] for f in case["diagnostics"]["findings"]} <= {"non-strict"}, out
+
+
+def test_a_diagnostics_event_the_request_asked_for_is_set_aside(tmp_path: Path,
+                                                                 start_endpoint: Any) -> None:
+    """Issue 47: the upstream adapter answers nnrp.diagnostics: true (§6's own example hint,
+    which generated envelopes send) with a response.diagnostics partial. §6 and §11 against
+    §7.1 disagree on it, so it is set aside and shown (event.diagnostics-event), never a stream
+    error: 78 of its generated results had failed event.schema, 15 also
+    nonstreaming.single-result. Without the set-aside this run fails (checked)."""
+    with start_endpoint(tmp_path, None, ("--variant", "diagnostics-event")) as ep:
+        code, doc, out = cli(tmp_path, ep, "--generate", "90", "--seed", "1")
+        strict_code, _strict, _ = cli(tmp_path, ep, "--generate", "90", "--seed", "1",
+                                      "--strict")
+    shown = {(f["rule"], f["level"]) for r in doc["results"]
+             for f in r["diagnostics"]["findings"] if f["level"] != "informational"}
+    assert code == 0, out
+    assert shown == {("event.diagnostics-event", NS)}, shown
+    assert strict_code == 1  # a recommendation: failed only when strict

@@ -304,4 +304,5 @@ def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
     plan.operation = operation
     plan.timeout_ms = hints.get("timeout_ms")
     plan.cancel_after_events = hints.get("cancel_after_events")
+    plan.extra["diagnostics_asked"] = hints.get("diagnostics") is True
     return plan

@@ -19,6 +19,7 @@ import admission
 import answer_shapes
 import anyio
 import chat_profile
+import diagnostics_event
 import freedom_acts
 import input_faults
 import neighbours
@@ -74,6 +75,7 @@ class Session(Sender):
             )
         plan = admission.admit(self, plan, request)  # session limits (variants)
         plan = answer_shapes.reshape(config.variant, plan)
+        plan = diagnostics_event.add(config.variant, plan)
         plan = freedom_acts.replan(plan, config)
         now = time.monotonic()
         deadline = None

@@ -36,6 +36,9 @@ VARIANTS: Final = MappingProxyType(
             "example (streaming, non_streaming, tool_calls): no cancellation flag"
         ),
         "error-param": "every error object carries OpenAI's param field (null)",
+        "diagnostics-event": (
+            "a request with nnrp.diagnostics: true gets a response.diagnostics event before "
+            "its answer, as the upstream adapter sends it"),
         "own-codes": (
             "its own codes of the right family for invalid requests (invalid_messages, "
             "invalid_envelope, invalid_submit) instead of invalid_request"

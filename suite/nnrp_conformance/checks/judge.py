@@ -19,6 +19,7 @@ from nnrp_conformance.checks.capability import (
     judge_missing_discovery,
 )
 from nnrp_conformance.checks.context import Context, type_of
+from nnrp_conformance.checks.diagnostics_events import set_aside_diagnostics
 from nnrp_conformance.checks.discovery import DISCOVERY_CHECKS
 from nnrp_conformance.checks.errors import check_errors
 from nnrp_conformance.checks.exercise import KEY as NOT_EXERCISED
@@ -106,6 +107,7 @@ def judge(case: PlannedCase, obs: Observation, *, manifest: Manifest | None = No
     if discovery_missing(ctx):
         judge_missing_discovery(ctx)
         return _verdict(ctx)
+    set_aside_diagnostics(ctx)  # before anything reads the stream (its module doc)
     exercise = why_not_exercised(case, obs)
     if exercise is not None:
         obs.extra[NOT_EXERCISED] = exercise
