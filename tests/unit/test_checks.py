@@ -345,6 +345,19 @@ def test_usage_shape_named_check() -> None:
     assert (v.outcome, v.level, set(rules(v))) == ("passed", "non-strict", {"usage.shape"})
 
 
+@pytest.mark.parametrize(("stream", "judged"), [(False, True), (None, True), ("true", False),
+                                                 ([True], False)])
+def test_only_a_false_or_absent_stream_asks_for_one_result(stream: Any, judged: bool) -> None:
+    """A stream that is no boolean is an invalid request: an endpoint that accepts it may read
+    it either way (vLLM reads "true" as true and streams), so the one-result rules do not judge
+    its answer (a generated stream-string case had 39 nonstreaming findings, issue 47)."""
+    body: dict[str, Any] = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
+    if stream is not None:
+        body["stream"] = stream
+    v = judge(custom_case([], body=body), obs([delta()], "success", completion()))
+    assert ("nonstreaming.single-result" in rules(v)) is judged
+
+
 def test_non_streaming_rules() -> None:
     case = case_of("level1.chat.non-streaming-body")
     v = judge(case, obs([delta()], "success", completion()))

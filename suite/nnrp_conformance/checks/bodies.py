@@ -40,7 +40,12 @@ _SINGLE_RESULT_OPERATIONS = (*contract.PROFILE_OPERATIONS, contract.OP_CAPABILIT
 
 
 def check_nonstreaming(ctx: Context) -> None:
-    if ctx.case.operation not in _SINGLE_RESULT_OPERATIONS or ctx.body.get("stream") is True:
+    # a request is non-streaming when its stream is false or absent; a stream that is no
+    # boolean ("true", an invalid request an endpoint may still accept and read either way)
+    # asks for neither, and a request the endpoint answered anyway is judged under
+    # generated.invalid-accepted, not by a reading of its flag
+    if ctx.case.operation not in _SINGLE_RESULT_OPERATIONS \
+            or ctx.body.get("stream", False) is not False:
         return
     if ctx.obs.terminal_kind != contract.TERMINAL_SUCCESS:
         return
