@@ -47,6 +47,25 @@ _EXPECT_CANCELLED: dict[str, Any] = {"events": [], "terminal": contract.TERMINAL
                                      "terminal_rule": "cancel.terminal"}
 
 
+#: a chat stream that asks for usage (``stream_options.include_usage``) carries a response.usage:
+#: the same expectation, under the same rule, as the chat-usage-shape recipe's (a
+#: recommendation: the profile's §7 places a usage summary, "Final or near-final
+#: PARTIAL_RESULT event", but no normative text says when one is sent). Not asked: not judged
+_EXPECT_USAGE: dict[str, Any] = {"type": contract.EV_USAGE, "min_count": 1,
+                                 "rule": "usage.include-usage"}
+
+
+def _success(operation: str, body: dict[str, Any]) -> dict[str, Any]:
+    """What a valid request's answer is expected to hold: a success, and a usage when a chat
+    stream asks for one."""
+    expect = copy.deepcopy(_EXPECT_SUCCESS)
+    options = body.get("stream_options")
+    if operation == contract.OP_CHAT_COMPLETIONS_CREATE and body.get("stream") is True \
+            and isinstance(options, dict) and options.get("include_usage") is True:
+        expect["events"].append(copy.deepcopy(_EXPECT_USAGE))
+    return expect
+
+
 def _with_placeholder(body: dict[str, Any], model: str) -> dict[str, Any]:
     return {k: _MODEL if k == "model" and v == model else v for k, v in body.items()}
 
@@ -68,7 +87,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
     """The recipe document of ``draft`` (validated: a generated recipe is always valid);
     ``note``: how its shrinking went, when the reader must know (it ends the description)."""
     request: dict[str, Any] = {"body": _with_placeholder(draft.body, model)}
-    expect = copy.deepcopy(_EXPECT_SUCCESS)
+    expect = _success(draft.operation, draft.body)
     generated: dict[str, Any] = {"family": draft.family, "seed": seed, "index": index}
     what = f"a {draft.family} {draft.operation} request"
     data: dict[str, Any] = {}
@@ -125,7 +144,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         out["concurrent"] = [
             {"name": f"op-{i + 1}", "operation": c.operation,
              "request": {"body": _with_placeholder(c.body, model)},
-             "expect": copy.deepcopy(_EXPECT_SUCCESS)} for i, c in enumerate(draft.companions)]
+             "expect": _success(c.operation, c.body)} for i, c in enumerate(draft.companions)]
     validation.check("recipe", out)
     return out
 

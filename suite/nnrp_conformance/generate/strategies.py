@@ -1,9 +1,10 @@
 """The hypothesis strategies of generated requests: valid bodies of every operation a run
 claims, drawn from the fields the profile names (design §6: ``model``, ``messages``,
 ``input``, ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice``,
-``metadata``, ``stream``) and the OpenAI request fields beside them (``stop``, ``seed``,
-``max_completion_tokens``, ``stream_options``, multi-part content, every message role), and the three families built
-on them (:class:`Draft`): a valid request, an invalid one (a valid base plus one named
+``metadata``, ``stream``) and the OpenAI request fields beside them (``seed``,
+``max_completion_tokens``, multi-part content, every message role; ``stop``, ``n``,
+``response_format``, ``user`` and ``stream_options`` are ``fields.py``'s), and the three
+families built on them (:class:`Draft`): a valid request, an invalid one (a valid base plus one named
 mutation, ``mutations.py``) and a sequence on one session (operations in flight together, a
 cancel at a drawn event). Which operation, family and mutation each case is, is dealt from
 the seed in shuffled rounds (:func:`slots`); hypothesis draws what the request holds
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 
 from nnrp_conformance import contract
 from nnrp_conformance.generate.envelopes import ENVELOPES
+from nnrp_conformance.generate.fields import STREAM_OPTIONS, USER, WORD, chat_extras, stop
 from nnrp_conformance.generate.mutations import MUTATIONS
 
 FAMILY_VALID = "valid"
@@ -67,8 +69,7 @@ _ROLES_BEFORE_USER = ("system", "developer")
 # text: every plane of Unicode but no surrogate (Cs), no unassigned code point (Cn) and no
 # "$" (a recipe reads "${NAME}" as a parameter)
 _CHARS = st.characters(exclude_categories=("Cs", "Cn"), exclude_characters="$")
-_WORD = st.text(st.characters(min_codepoint=ord("a"), max_codepoint=ord("z")),
-                min_size=1, max_size=8)
+_WORD = WORD
 #: words beyond ASCII: 2- and 3-byte UTF-8 (accents, CJK), and 4-byte (emoji, the planes
 #: above the BMP: one character, two UTF-16 code units)
 _NON_ASCII_WORD = st.text(st.characters(min_codepoint=0x80, max_codepoint=0xFFFF,
@@ -140,18 +141,14 @@ def _tools(draw: Callable[..., Any], flat: bool) -> tuple[list[dict[str, Any]], 
     named = st.sampled_from(names).map(
         (lambda n: {"type": "function", "name": n}) if flat
         else (lambda n: {"type": "function", "function": {"name": n}}))
-    choice = draw(st.one_of(st.none(), st.sampled_from(("none", "auto", "required")), named))
-    return tools, choice
+    # each form as often as the others (absent, none, auto, required, a named function): each
+    # is an oracle's (checks/tool_choice.py)
+    form = draw(st.sampled_from((None, "none", "auto", "required", "named")))
+    return tools, draw(named) if form == "named" else form
 
 
 _METADATA = st.dictionaries(_NAME, _SHORT.map(lambda s: s[:64]), max_size=4)
 _TOOLS = {True: _tools(flat=True), False: _tools(flat=False)}
-
-
-def _stop(words: Sequence[str]) -> st.SearchStrategy[Any]:
-    """``stop``: a string or up to 4; often a word of the prompt, so that it can bite."""
-    one = st.one_of(st.sampled_from(list(words)) if words else _WORD, _WORD)
-    return st.one_of(one, st.lists(one, min_size=1, max_size=4, unique=True))
 
 
 @st.composite
@@ -203,14 +200,14 @@ def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words:
     """The sampling fields every generating operation shares, each present or not."""
     if claim.streaming and draw(st.booleans()):
         body["stream"] = True
-        if draw(st.booleans()):
+        if claim.operation in STREAM_OPTIONS and draw(st.booleans()):
             body["stream_options"] = {"include_usage": draw(st.booleans())}
     elif draw(st.booleans()):
         body["stream"] = False
     undefined = _NOT_DEFINED.get(claim.operation, frozenset())
     optional = {**{k: v for k, v in _OPTIONAL.items() if k not in undefined}, limit_key: _LIMIT}
     if claim.operation == contract.OP_CHAT_COMPLETIONS_CREATE:
-        optional["stop"] = _stop(words)
+        optional["stop"] = stop(words)
     for key, strategy in optional.items():
         if draw(st.booleans()):
             body[key] = draw(strategy)
@@ -230,7 +227,7 @@ def chat_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, A
     # OpenAI's max_completion_tokens supersedes the deprecated max_tokens: both are sent
     limit = draw(st.sampled_from(("max_tokens", "max_completion_tokens")))
     out: dict[str, Any] = draw(_common(body, claim, _words(messages), limit))
-    return out
+    return dict(draw(chat_extras(out)))
 
 
 _INPUT = st.one_of(_TEXT, st.lists(st.builds(
@@ -250,6 +247,8 @@ def responses_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[s
         if choice is not None:
             body["tool_choice"] = choice
     out: dict[str, Any] = draw(_common(body, claim, [], "max_output_tokens"))
+    if draw(st.booleans()):
+        out["user"] = draw(USER)
     return out
 
 
