@@ -144,6 +144,12 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "invalid-deafens-session": ("generated.session-serves-next",),
     "tool-choice-none-ignored": ("tool-choice.none",),
     "answer-cache-wrong-key": ("answer.id-reused",),
+    # issue 45 item 2: a request field's oracle each
+    "ignores-max-completion-tokens": ("usage.max-tokens",),
+    "stop-list-first-only": ("text.stop",),
+    "n-ignored": ("choices.n",),
+    "json-mode-ignored": ("response-format.json",),
+    "usage-lost-with-user": ("usage.include-usage",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }
