@@ -30,7 +30,8 @@ portal, the options and the plan):
   one (a cold model's first token) keeps its full wait, because its pace is what sets it.
 * refused frames no case owns, noted on the case that saw them.
 * **answers across operations**: each case's answer ids against the earlier operations'
-  (``checks/answer_ids.py``: two different requests never get the same id).
+  (``checks/answer_ids.py``: two different requests never get the same id), and a generated
+  request's answer against the answer of the request it repeats (``checks/same_answers.py``).
 * **a case refused in a ``--concurrency`` batch** runs again alone after the batch (on a fresh
   session when the batch left operations open) and is judged on that run
   (``concurrency.judged_alone``): which cases an endpoint over its limit refuses is a race.
@@ -50,6 +51,7 @@ from typing import Any
 from nnrp_conformance import case_results, concurrency, contract, runner
 from nnrp_conformance.checks.answer_ids import AnswerIds
 from nnrp_conformance.checks.refusals import refusal_named
+from nnrp_conformance.checks.same_answers import SameAnswers
 from nnrp_conformance.options import RunOptions
 
 __all__ = ["PACE_FACTOR", "SHORT_IDLE_FLOOR_S", "CaseSessions"]
@@ -95,6 +97,7 @@ class CaseSessions:
         self.sessions_opened = 0
         # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
         self._answer_ids = AnswerIds()
+        self._same_answers = SameAnswers()  # a request and its repeats' (same_answers.py)
 
     # provided by the core
     @property
@@ -177,7 +180,8 @@ class CaseSessions:
 
     def _relate(self, case: Any, result: Any) -> Any:
         """``result`` judged against the answers of the run's earlier operations."""
-        return self._answer_ids.judge(case, result, strict=self.options.strict)
+        result = self._answer_ids.judge(case, result, strict=self.options.strict)
+        return self._same_answers.judge(case, result, strict=self.options.strict)
 
     def _run_options(self, timeout: float | None,
                      idle_timeout: float | None = None) -> dict[str, Any]:

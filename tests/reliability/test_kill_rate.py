@@ -150,6 +150,9 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "n-ignored": ("choices.n",),
     "json-mode-ignored": ("response-format.json",),
     "usage-lost-with-user": ("usage.include-usage",),
+    # issue 45 item 3: relations between a request and its repeats
+    "temperature-zero-sampled": ("answer.repeatable",),
+    "user-in-prompt": ("answer.user-neutral",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }

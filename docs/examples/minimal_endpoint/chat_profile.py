@@ -96,7 +96,8 @@ class _Chat:
         message, repeated up to the limit (16 without one); in JSON mode, a short object
         holding the first three, which ends on its own when it fits."""
         user = [m for m in messages if m["role"] == "user"] or messages
-        words = message_text(user[-1]).split() or ["ok"]
+        words = input_faults.sampled(self.defect, self.body,
+                                     message_text(user[-1]).split() or ["ok"])
         count = self.limit() or DEFAULT_OUTPUT_TOKENS
         if input_faults.json_mode(self.defect, self.body):
             whole = split3(json.dumps({"answer": " ".join(words[:3])}, ensure_ascii=False),

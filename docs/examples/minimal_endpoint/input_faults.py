@@ -4,7 +4,8 @@ wrongly (docs/generation.md#the-example-endpoints-input-defects).
 Each is one defect of the registry (``defects.py``): a valid request with an optional field
 the recipes never send answered with an error, an invalid body answered, a character split
 across two text deltas, ``max_tokens``, ``max_completion_tokens``, ``stop`` (or all of a stop
-list but its first), ``n``, JSON mode or a usage asked for ignored, a long prompt never ended, an
+list but its first), ``n``, JSON mode or a usage asked for ignored, an answer at temperature 0
+that changes by chance or with ``user``, a long prompt never ended, an
 unknown role never answered, a session that stops serving after an invalid request, a tool
 called where tool_choice says none, an answer cached under the wrong key, and an envelope
 refused for what §6 makes optional (no
@@ -15,6 +16,7 @@ request_id) or for its nnrp hints forwarded into the body. With none switched on
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,6 +68,13 @@ INPUT_DEFECTS = {
     "usage-lost-with-user": (
         "a chat stream with 'user' that asks for usage (stream_options.include_usage) gets "
         "none: the body rebuilt to move 'user' loses stream_options"),
+    # relations between requests (issue 45 item 3)
+    "temperature-zero-sampled": (
+        "temperature 0 is read as the default (a falsy zero) and sampling ignores 'seed': the "
+        "same request twice gets answers that open with other words"),
+    "user-in-prompt": (
+        "'user' is forwarded into the prompt: a request with it gets another answer than "
+        "without it"),
     # the envelope (profile §6): what no fixed recipe sends, since each sends a request_id
     "requires-request-id": "an envelope without request_id is refused (§6 makes it optional)",
     "forwards-nnrp-hints": (
@@ -111,6 +120,19 @@ def usage_asked(defect: str | None, body: dict[str, Any]) -> bool:
     options = body.get("stream_options")
     asked = isinstance(options, dict) and options.get("include_usage") is True
     return asked and not (defect == "usage-lost-with-user" and "user" in body)
+
+
+def sampled(defect: str | None, body: dict[str, Any], words: list[str]) -> list[str]:
+    """The words the answer echoes: ``temperature-zero-sampled`` opens them with a word drawn
+    by chance at temperature 0; ``user-in-prompt`` with the user's id."""
+    if defect == "user-in-prompt" and isinstance(body.get("user"), str):
+        return [body["user"], *words]
+    if defect == "temperature-zero-sampled" and body.get("temperature") == 0:
+        return [_SAMPLER.choice(("so", "well", "ok", "hm")), *words]
+    return words
+
+
+_SAMPLER = random.Random()
 
 
 def refuse(defect: str | None, body: dict[str, Any]) -> None:

@@ -19,10 +19,10 @@ import yaml
 from nnrp_conformance import contract, validation
 from nnrp_conformance.generate.envelopes import AS_RECIPES, ENVELOPES, request_members
 from nnrp_conformance.generate.mutations import MUTATIONS, mutate
-from nnrp_conformance.generate.strategies import FAMILY_INVALID, Draft
+from nnrp_conformance.generate.strategies import FAMILY_INVALID, FAMILY_VALID, Draft
 from nnrp_conformance.recipes import Recipe, recipe_level
 
-__all__ = ["SHORT_NAMES", "recipe_data", "recipe_of", "save_recipe"]
+__all__ = ["SHORT_NAMES", "case_id_of", "recipe_data", "recipe_of", "save_recipe"]
 
 #: the operation's part of a generated case id
 SHORT_NAMES = {
@@ -64,6 +64,11 @@ def _success(operation: str, body: dict[str, Any]) -> dict[str, Any]:
             and isinstance(options, dict) and options.get("include_usage") is True:
         expect["events"].append(copy.deepcopy(_EXPECT_USAGE))
     return expect
+
+
+def case_id_of(family: str, operation: str, seed: int, index: int) -> str:
+    """The id of the generated case ``index`` of ``seed``."""
+    return f"generated.{family}.{SHORT_NAMES[operation]}.{seed}-{index:04d}"
 
 
 def _with_placeholder(body: dict[str, Any], model: str) -> dict[str, Any]:
@@ -118,6 +123,11 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         generated["envelope"] = draft.envelope
         if draft.envelope != AS_RECIPES:
             what += f", in an envelope with {ENVELOPES[draft.envelope].description}"
+    if draft.repeats is not None:
+        first, change = draft.repeats
+        generated["repeats"] = {"case": case_id_of(FAMILY_VALID, draft.operation, seed, first),
+                                "change": change}
+        what += f" repeating case {first}" + ("" if change == "none" else f", {change}")
     if draft.cancel_after is not None:
         request["cancel"] = {"after_events": draft.cancel_after}
         expect = copy.deepcopy(_EXPECT_CANCELLED)

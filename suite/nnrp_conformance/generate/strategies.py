@@ -59,6 +59,9 @@ class Draft:
     #: the envelope shape a valid or sequence request is sent in (``envelopes.py``; None:
     #: the recipes' own, or an invalid request's mutation)
     envelope: str | None = None
+    #: a relation's later request (``repeats.py``): the index of the valid case it repeats,
+    #: and what it changes (``none``, ``user-added``, ``user-removed``)
+    repeats: tuple[int, str] | None = None
 
 
 #: generation stays cheap: a short answer is enough to judge a stream
