@@ -15,7 +15,7 @@ from nnrp_conformance import contract
 from nnrp_conformance.checks import judge
 from nnrp_conformance.checks.generated import _names_feature
 from nnrp_conformance.generate.recipe_files import recipe_data
-from nnrp_conformance.generate.strategies import FAMILY_VALID, Draft
+from nnrp_conformance.generate.strategies import FAMILY_VALID, Draft, cancellable
 
 JSON_MODE = {"type": "json_object"}
 
@@ -93,3 +93,12 @@ def test_a_generated_stream_that_asks_for_usage_expects_one() -> None:
     # not asking is no reason to expect none: the profile never says a stream has no usage
     assert _expected_events({**asked, "stream_options": {"include_usage": False}}) == []
     assert _expected_events({"stream": False}) == []
+
+
+def test_a_cancelled_stream_is_never_in_json_mode() -> None:
+    """A JSON-mode answer may be a short object that ends before the cancel point (the case
+    would prove nothing about cancelling: not exercised)."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "response_format": JSON_MODE, "n": 2}
+    out = cancellable(contract.OP_CHAT_COMPLETIONS_CREATE, body)
+    assert "response_format" not in out and out["n"] == 2 and out["stream"] is True

@@ -288,10 +288,12 @@ CANCELLED_TOKENS = 400
 
 def cancellable(operation: str, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as a stream long enough to be cancelled mid-way: text only (no tool call, no
-    stop sequence), ``CANCELLED_TOKENS`` long."""
+    stop sequence, no JSON mode: a JSON object may end on its own), ``CANCELLED_TOKENS``
+    long."""
     limit = "max_tokens" if operation == contract.OP_CHAT_COMPLETIONS_CREATE \
         else "max_output_tokens"
-    out = {k: v for k, v in body.items() if k not in ("tools", "tool_choice", "stop")}
+    out = {k: v for k, v in body.items()
+           if k not in ("tools", "tool_choice", "stop", "response_format")}
     if isinstance(out.get("messages"), list):
         out["messages"] = [m for m in out["messages"] if not (
             m.get("role") == "tool" or m.get("tool_calls"))]
