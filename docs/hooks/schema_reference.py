@@ -166,6 +166,10 @@ ERROR_CODE_MEANINGS: dict[str, str] = {
     "what failed.",
     "tool_call_parse_error": "Carried by `response.tool_call.error`: the backend streamed a "
     "tool call the endpoint cannot turn into a valid call (e.g. arguments without a name).",
+    "invalid_api_key": "The endpoint requires an API key and the session has not authenticated "
+    f"with a valid one (`{contract.OP_SESSION_AUTHENTICATE}`, the key in `nnrp.api_key`): "
+    "OpenAI's own code and family for a missing or wrong key. The message never repeats the "
+    "key.",
 }
 
 

@@ -26,6 +26,7 @@ from .logs import ADAPTER_LOGGER
 from .probe import command as probe_command
 from .release import main as release_main
 from .scaleout import explicit_path_problem
+from .security import TlsError, from_vllm_argv, serving_problem
 from .serve import run_serve
 from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
@@ -64,10 +65,19 @@ def cmd_serve(argv: Sequence[str]) -> int:
     model = model_argument(vllm_argv)
     problem = model_path_problem(model) if model is not None else None
     problem = problem or explicit_path_problem(vllm_argv)
+    config = config_from_flags(opts, vllm_argv)
+    if problem is None:
+        # the safe default, said before the engine starts (serving checks it again, from
+        # vLLM's parsed arguments: security.py)
+        try:
+            problem = serving_problem(
+                [config.listen, config.also_listen], from_vllm_argv(vllm_argv, os.environ),
+                config.allow_insecure)
+        except TlsError as exc:
+            problem = str(exc)
     if problem is not None:  # said before vLLM is imported or the engine starts
         print(f"vllm-nnrp serve: error: {problem}", file=sys.stderr)
         return 2
-    config = config_from_flags(opts, vllm_argv)
     return run_serve(config)
 
 

@@ -30,12 +30,16 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from nnrp_conformance.client import NnrpClient, NnrpClientError
+from nnrp_conformance.options import API_KEY_ENV
 from nnrp_conformance.wire.pump import AddressError, parse_address
+
+from .security import VLLM_API_KEY_ENV
 
 __all__ = ["DEFAULT_TIMEOUT_S", "ProbeFailed", "Progress", "command", "main", "probe", "summary"]
 
@@ -76,7 +80,8 @@ class Progress:
 
 
 async def probe(
-    address: str, timeout: float = DEFAULT_TIMEOUT_S, progress: Progress | None = None
+    address: str, timeout: float = DEFAULT_TIMEOUT_S, progress: Progress | None = None,
+    *, tls_ca: Path | None = None, tls_server_name: str | None = None,
 ) -> dict[str, Any]:
     """Connect, run the discovery operation and return the capability document.
 
@@ -89,7 +94,8 @@ async def probe(
     started = time.monotonic()
     try:
         client = await NnrpClient.connect(
-            address, connect_timeout=timeout, default_timeout=timeout, command_timeout=timeout
+            address, connect_timeout=timeout, default_timeout=timeout, command_timeout=timeout,
+            api_key=probe_api_key(), tls_ca=tls_ca, tls_server_name=tls_server_name,
         )
     except NnrpClientError as exc:
         raise ProbeFailed(_one_line(str(exc))) from None
@@ -110,6 +116,12 @@ async def probe(
     return progress.document
 
 
+def probe_api_key() -> str | None:
+    """The key a probe authenticates with: the suite's variable, else the server's own
+    (``VLLM_API_KEY``: inside the adapter's container the probe shares its environment)."""
+    return os.environ.get(API_KEY_ENV) or os.environ.get(VLLM_API_KEY_ENV) or None
+
+
 def _late(address: str, phase: str, timeout: float) -> str:
     if phase == "connect":
         return f"{address}: no NNRP session within {timeout:g}s"
@@ -123,7 +135,13 @@ def _parser() -> argparse.ArgumentParser:
         "document. Exit 0 and one line (model, profile, level) when it comes back; 1 with the "
         "reason when it does not; 2 for a bad address.",
     )
-    p.add_argument("address", help="HOST:PORT (TCP), or ipc:///PATH, ws://HOST:PORT")
+    p.add_argument("address", help="HOST:PORT (TCP), or ipc:///PATH, ws://HOST:PORT; with TLS "
+                   "quic+tls://, wss://, tcp+tls:// and --tls-ca. The API key, when the "
+                   "adapter requires one, comes from NNRP_API_KEY, else VLLM_API_KEY")
+    p.add_argument("--tls-ca", type=Path, metavar="FILE",
+                   help="for a TLS address: the CA certificate its certificate must chain to")
+    p.add_argument("--tls-server-name", metavar="NAME",
+                   help="the name the certificate must carry (default: the address's host)")
     p.add_argument(
         "--timeout",
         type=float,
@@ -135,14 +153,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _verdict(
-    address: str, timeout: float, progress: Progress, out: queue.SimpleQueue[tuple[int, str]]
+    address: str, timeout: float, progress: Progress, out: queue.SimpleQueue[tuple[int, str]],
+    tls_ca: Path | None = None, tls_server_name: str | None = None,
 ) -> None:
     """Run the probe on this thread's own event loop; put (status, line) into ``out`` the moment
     it is known, before anything that may linger (the loop's shutdown) runs."""
 
     async def run() -> None:
         try:
-            document = await probe(address, timeout, progress)
+            document = await probe(address, timeout, progress, tls_ca=tls_ca,
+                                   tls_server_name=tls_server_name)
         except AddressError as exc:
             out.put((2, f"vllm-nnrp probe: bad address: {_one_line(str(exc))}"))
         except ProbeFailed as exc:
@@ -172,7 +192,7 @@ def main(argv: Sequence[str]) -> int:
     progress = Progress()
     threading.Thread(
         target=_verdict,
-        args=(args.address, args.timeout, progress, verdicts),
+        args=(args.address, args.timeout, progress, verdicts, args.tls_ca, args.tls_server_name),
         name="vllm-nnrp probe",
         daemon=True,
     ).start()

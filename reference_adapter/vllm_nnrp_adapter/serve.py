@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -37,6 +38,14 @@ from .logs import route_logs
 from .nnrp_server import NnrpServer
 from .observability import Recorder, start_metrics_server
 from .profile import load_manifest_document
+from .security import (
+    InsecureListen,
+    TlsError,
+    exposed,
+    from_vllm_args,
+    insecure_listen_problem,
+    serving_problem,
+)
 from .settings import ServeConfig, claim_explicit_path
 from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion, VllmBackend
 
@@ -64,6 +73,17 @@ async def nnrp_serving(
     """
     # vLLM is loaded and has configured its logging by now: ours joins its handlers
     route_logs()
+    # vLLM's own --api-key / VLLM_API_KEY and --ssl-* cover NNRP too (security.py)
+    security = from_vllm_args(getattr(backend, "args", None), os.environ)
+    listens = [config.listen, config.also_listen]
+    problem = serving_problem(listens, security, config.allow_insecure)
+    if problem is not None:
+        raise InsecureListen(problem)
+    # read once, before anything listens: a bad file is said with its name (TlsError)
+    tls = security.tls.der() if security.tls is not None else None
+    if config.allow_insecure and insecure_listen_problem(listens, security, False):
+        log.warning("vllm-nnrp: --nnrp-allow-insecure: serving %s to other hosts with %s",
+                    ", ".join(exposed(listens)), security.describe())
     if manifest is None:
         manifest = load_manifest_document(config.manifest_path)
     recorder = Recorder()
@@ -93,11 +113,13 @@ async def nnrp_serving(
     try:
         async with contextlib.AsyncExitStack() as servers:
             server = await servers.enter_async_context(
-                NnrpServer(adapter.handle, config.listen, **server_kwargs))
+                NnrpServer(adapter.handle, config.listen, api_keys=security.api_keys,
+                           tls=tls, **server_kwargs))
             # a second listener (one transport each: nnrp-py binds one per server), same
             # adapter and engine: e.g. ipc:// for clients on this host beside TCP
             also = None if not config.also_listen else await servers.enter_async_context(
-                NnrpServer(adapter.handle, config.also_listen, **server_kwargs))
+                NnrpServer(adapter.handle, config.also_listen, api_keys=security.api_keys,
+                           tls=tls, **server_kwargs))
             info = {
                 "address": server.address,
                 **({"also_address": also.address} if also is not None else {}),
@@ -110,6 +132,7 @@ async def nnrp_serving(
                     "max_envelope_bytes", contract.DEFAULT_MAX_ENVELOPE_BYTES
                 ),
                 "metrics_port": config.metrics_port,
+                "security": security.describe(),
             }
             if adapter.withheld:
                 # listed by the manifest, not offered on this vLLM line (adapter.OPERATION_FEATURES)
@@ -273,5 +296,8 @@ def run_serve(config: ServeConfig) -> int:
         return 4
     except FileNotFoundError as exc:
         print(f"vllm-nnrp: {exc.filename}: no such file", file=sys.stderr)
+        return 2
+    except (InsecureListen, TlsError) as exc:
+        print(f"vllm-nnrp serve: error: {exc}", file=sys.stderr)
         return 2
     return 0

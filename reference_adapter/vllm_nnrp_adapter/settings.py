@@ -74,6 +74,8 @@ class ServeConfig:
     metrics_port: int | None = None
     backend_stall_timeout_s: float | None = None
     allow_unsupported_vllm: bool = False
+    #: serve a non-loopback address without TLS and an API key (security.py's safe default)
+    allow_insecure: bool = False
     ready_file: Path | None = None
     startup_path: str = "explicit"
     #: this process's place among vLLM's API servers (``--api-server-count``; scaleout.py)
@@ -228,6 +230,10 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="'MODEL FLAGS'"),
     Setting("allow-unsupported-vllm", "allow_unsupported_vllm", _flag,
             f"run on a vLLM outside {SUPPORTED_VLLM} (canary runs)", kind="switch"),
+    Setting("allow-insecure", "allow_insecure", _flag,
+            "listen on a non-loopback address without TLS (--ssl-certfile/--ssl-keyfile) and "
+            "an API key (--api-key / VLLM_API_KEY); refused otherwise, logged once when "
+            "allowed", kind="switch"),
     Setting("log-level", "", _text, "log level of the adapter's loggers (default INFO)",
             metavar="LEVEL"),
 )

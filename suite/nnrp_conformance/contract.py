@@ -41,6 +41,15 @@ PROFILE_OPERATIONS: Final = tuple(OPERATION_LEVELS)
 #: document as the body of a ``response.completed`` terminal. It belongs to no level and is
 #: never listed in a capability document's ``operations``.
 OP_CAPABILITIES_GET: Final = "nnrp.capabilities.get"
+#: The session authentication operation this project defines (ours: nnrp-py's native carriers
+#: cannot carry NNRP's CLIENT_HELLO auth block, docs/sdk-defects.md#auth-block). A client
+#: sends it first on a session, the key in the envelope's ``nnrp.api_key``; an endpoint that
+#: requires a key ends every other operation of a session that has not authenticated with
+#: ``invalid_api_key``. Like discovery, it belongs to no level and is never listed.
+OP_SESSION_AUTHENTICATE: Final = "nnrp.session.authenticate"
+#: where the key travels in that operation's envelope (``nnrp`` members are never forwarded
+#: into the OpenAI body, profile §6)
+NNRP_API_KEY_FIELD: Final = "api_key"
 
 # --- events ------------------------------------------------------------------------------
 EV_OUTPUT_TEXT_DELTA: Final = "response.output_text.delta"
@@ -145,6 +154,7 @@ ERROR_CODES: Final = MappingProxyType(
         "timeout": ERR_TYPE_TIMEOUT,
         "internal_error": ERR_TYPE_SERVER,
         "tool_call_parse_error": ERR_TYPE_SERVER,
+        "invalid_api_key": ERR_TYPE_INVALID_REQUEST,
     }
 )
 #: The codes upstream's recipes expect (chat-invalid-body.json, chat-unsupported-operation.json,
@@ -193,6 +203,7 @@ ERR_OVERLOADED: Final = "overloaded"
 ERR_TIMEOUT: Final = "timeout"
 ERR_INTERNAL: Final = "internal_error"
 ERR_TOOL_CALL_PARSE: Final = "tool_call_parse_error"
+ERR_INVALID_API_KEY: Final = "invalid_api_key"
 
 # --- cancellation ------------------------------------------------------------------------
 #: ``response.cancelled.reason`` values and cancellation-diagnostic ``source`` values
@@ -219,6 +230,7 @@ NNRP_HINTS: Final = (
     "extensions",
     "openai_chunk",
     "timing",
+    NNRP_API_KEY_FIELD,
 )
 #: default cap on a submitted envelope, in bytes (configurable by the adapter operator)
 DEFAULT_MAX_ENVELOPE_BYTES: Final = 1 << 20

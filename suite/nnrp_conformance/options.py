@@ -28,6 +28,9 @@ UNRESPONSIVE_AFTER = 2
 
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
+#: where both faces read the endpoint's API key when no option gives it (an option's value
+#: shows in the process list; the variable does not)
+API_KEY_ENV = "NNRP_API_KEY"
 
 
 DEFAULT_RESULTS = DEFAULT_DIR / "case-results.json"
@@ -77,6 +80,13 @@ class RunOptions:
     #: the capability document as a file, used when the endpoint has no discovery operation
     capabilities_file: Path | None = None
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    #: the endpoint's API key (``--nnrp-api-key`` / ``NNRP_API_KEY``): each session the run
+    #: opens authenticates with it first (client ``authenticate``); never shown or recorded
+    api_key: str | None = field(default=None, repr=False)
+    #: a TLS target's trust anchor (a CA certificate, PEM or DER) and the name its certificate
+    #: must carry (default: the target's host): ``wire/tls.py``
+    tls_ca: Path | None = None
+    tls_server_name: str | None = None
     results: Path | None = None
     plan: Path | None = None
     report: Path | None = None

@@ -4,12 +4,14 @@ option for a bad value. ``pytest_addoption`` is registered through :mod:`.plugin
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nnrp_conformance.model_choice import parse_model_options
+from nnrp_conformance.options import API_KEY_ENV
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -30,9 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             parser.addini(ini, help_, type=ini_type)  # type: ignore[arg-type]
 
     add("--nnrp-target", "nnrp_target",
-        "NNRP endpoint to test: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, ws://); repeat it to "
-        "judge a fleet (each target on its own, then one merged verdict)", ini_type="args",
-        action="append", metavar="TARGET")
+        "NNRP endpoint to test: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, ws://; TLS: "
+        "quic+tls://, wss://, tcp+tls://); repeat it to judge a fleet (each target on its own, "
+        "then one merged verdict)", ini_type="args", action="append", metavar="TARGET")
     add("--manifest", "nnrp_manifest",
         "adapter capability manifest (JSON/YAML); required with a target", metavar="PATH")
     add("--recipes", "nnrp_recipes",
@@ -80,6 +82,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "generated case as a recipe file in DIR (default: generated-recipes/ beside the case "
         "results)",
         metavar="DIR")
+    # no ini key: a key does not belong in a file checked in beside the tests
+    group.addoption("--nnrp-api-key", dest="nnrp_api_key", default=None, metavar="KEY",
+                    help=f"the endpoint's API key: each session authenticates with it first "
+                         f"(default: ${API_KEY_ENV}, which keeps it out of the process list)")
+    add("--nnrp-tls-ca", "nnrp_tls_ca", "for a TLS target (quic+tls://, wss://, tcp+tls://): "
+        "the CA certificate (PEM or DER) its certificate must chain to", metavar="FILE")
+    add("--nnrp-tls-server-name", "nnrp_tls_server_name", "the name the TLS target's "
+        "certificate must carry (default: the target's host)", metavar="NAME")
     add("--nnrp-trace", "nnrp_trace", "write each case's frames (sent and received) as NDJSON "
         "into DIR/CASE_ID.ndjson", metavar="DIR")
 
@@ -182,5 +192,8 @@ def _options(config: pytest.Config) -> RunOptions | None:
         generate=generate or 0,
         seed=seed,
         generate_save=path("nnrp_generate_save"),
+        api_key=config.getoption("nnrp_api_key") or os.environ.get(API_KEY_ENV) or None,
+        tls_ca=path("nnrp_tls_ca"),
+        tls_server_name=_value(config, "nnrp_tls_server_name"),
         base_dir=base,
     )

@@ -57,6 +57,11 @@ def reproduce_command(options: RunOptions, recipe_path: Path, case_id: str,
         argv.append("--strict")
     if options.capabilities_file is not None:
         argv += ["--capabilities", _absolute(options.capabilities_file, base)]
+    # a TLS target's trust anchor and name; never the API key: a re-run reads NNRP_API_KEY
+    if options.tls_ca is not None:
+        argv += ["--tls-ca", _absolute(options.tls_ca, base)]
+    if options.tls_server_name:
+        argv += ["--tls-server-name", options.tls_server_name]
     if options.http_twin:  # a twin difference shows only with the twin
         argv += ["--http-twin", options.http_twin]
     results = options.artifacts().results.parent / REPRODUCE_DIR / case_id / "case-results.json"

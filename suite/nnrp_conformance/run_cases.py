@@ -21,13 +21,8 @@ portal, the options and the plan):
   earlier cases killed, each charged to its own case: an endpoint that silently drops the
   session on some requests is not unresponsive); nothing, and the remaining cases fail at once
   (``endpoint.unresponsive``).
-* **the idle limit each case gets** (docs/verdicts.md#bounds): the full one until a case was
-  ended by it; from then on the endpoint has shown it leaves an operation open in silence,
-  and a later case waits for a frame as long as ``PACE_FACTOR`` times the slowest pace the
-  endpoint itself showed on an operation it ended in this run (first frame, between frames,
-  terminal), at least ``SHORT_IDLE_FLOOR_S`` and never more than the full limit. A silent
-  endpoint is then reported in one full idle limit plus a few seconds per case, and a slow
-  one (a cold model's first token) keeps its full wait, because its pace is what sets it.
+* **the idle limit each case gets**: the run's :class:`~nnrp_conformance.pace.Pace`, fed
+  every result (``pace.py``, docs/verdicts.md#bounds).
 * refused frames no case owns, noted on the case that saw them.
 * **answers across operations**: each case's answer ids against the earlier operations'
   (``checks/answer_ids.py``: two different requests never get the same id), and a generated
@@ -53,19 +48,9 @@ from nnrp_conformance.checks.answer_ids import AnswerIds
 from nnrp_conformance.checks.refusals import refusal_named
 from nnrp_conformance.checks.same_answers import SameAnswers
 from nnrp_conformance.options import RunOptions
+from nnrp_conformance.pace import Pace
 
-__all__ = ["PACE_FACTOR", "SHORT_IDLE_FLOOR_S", "CaseSessions"]
-
-#: once a case was ended by the idle limit, a later case waits this many times the slowest
-#: pace the endpoint showed on an operation it ended ...
-PACE_FACTOR = 4.0
-#: ... and at least this long (seconds). The pace already scales with the machine's load (it is
-#: measured in the same run); the floor only absorbs a pause of the client's own process. 1 s
-#: is ten times the slowest pace the example endpoint shows on a loaded 2-core machine (90 ms)
-#: and lets a run whose every tool case drops the session end in under two minutes
-#: (docs/generation.md; 3 s took 195 s for 200 generated cases)
-SHORT_IDLE_FLOOR_S = 1.0
-
+__all__ = ["CaseSessions"]
 
 class CaseSessions:
     """The case-running half of the run core (module doc)."""
@@ -90,10 +75,8 @@ class CaseSessions:
         self._left_open: list[str] = []
         # the endpoint gave no frame on a fresh session either: every later case fails at once
         self._endpoint_silent = False
-        # the case an idle limit first ended (the limit is shortened from then on), and the
-        # slowest pace (seconds) the endpoint showed on an operation it ended
-        self._idle_ended_by: str | None = None
-        self._slowest_pace_s = 0.0
+        # the pace the endpoint has shown: the idle limit each case gets (pace.py)
+        self._pace = Pace(float(self.options.idle_timeout))
         self.sessions_opened = 0
         # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
         self._answer_ids = AnswerIds()
@@ -126,7 +109,7 @@ class CaseSessions:
         if fresh is not None:
             return case_results.unresponsive_result(case, fresh)
         before = self.client.frames_received
-        run = self._run_options(timeout, idle_timeout)
+        run = self._run_options(timeout, idle_timeout, [case, *case.companions])
         if case.companions:  # a concurrency recipe: its operations in flight together
             cases = [case, *case.companions]
             results, overlap = self.portal.call(
@@ -154,7 +137,7 @@ class CaseSessions:
             return [case_results.unresponsive_result(c, fresh) for c in cases]
         before = self.client.frames_received
         results = self.portal.call(functools.partial(
-            concurrency.run_batch, self.client, cases, **self._run_options(timeout)))
+            concurrency.run_batch, self.client, cases, **self._run_options(timeout, None, cases)))
         self._note_frames(before, ", ".join(c.id for c in cases))
         if results:  # several operations settled together: a refusal is the batch's evidence
             self._note_refusals(results[-1])
@@ -183,12 +166,14 @@ class CaseSessions:
         result = self._answer_ids.judge(case, result, strict=self.options.strict)
         return self._same_answers.judge(case, result, strict=self.options.strict)
 
-    def _run_options(self, timeout: float | None,
-                     idle_timeout: float | None = None) -> dict[str, Any]:
-        """The keyword arguments of runner.run_case for this run."""
+    def _run_options(self, timeout: float | None, idle_timeout: float | None = None,
+                     cases: list[Any] | None = None) -> dict[str, Any]:
+        """The keyword arguments of runner.run_case for this run (``cases``: what runs, for
+        its idle limit)."""
         o = self.options
         capability_file = str(o.capabilities_file) if o.capabilities_file is not None else None
-        idle = self.idle_limit() if idle_timeout is None else min(idle_timeout, self.idle_limit())
+        limit = self.idle_limit(cases or ())
+        idle = limit if idle_timeout is None else min(idle_timeout, limit)
         return {"timeout": o.timeout if timeout is None else timeout, "manifest": self.manifest,
                 "capability_document": self.capabilities, "idle_timeout": idle,
                 "strict": o.strict, "capability_file": capability_file,
@@ -263,15 +248,10 @@ class CaseSessions:
         if left:
             self._left_open.append(result.id)
         for r in operations:
-            if r.diagnostics.get("expired_by") == "idle" and self._idle_ended_by is None:
-                self._idle_ended_by = r.id
-            gap = r.diagnostics.get("slowest_gap_ms")
-            if isinstance(gap, int | float):
-                self._slowest_pace_s = max(self._slowest_pace_s, gap / 1000)
-        if self._idle_ended_by is not None and self._idle_ended_by != result.id:
-            diag["idle_limit_shortened"] = {
-                "after": self._idle_ended_by,
-                "slowest_pace_ms": round(self._slowest_pace_s * 1000, 3)}
+            self._pace.observe(r)
+        shortened = self._pace.shortened(result.id)
+        if shortened is not None:
+            diag["idle_limit_shortened"] = shortened
 
     def _blame(self, results: list[Any]) -> None:
         """A refusal among ``results`` names the other cases that left operations open on
@@ -286,12 +266,9 @@ class CaseSessions:
                               "session that holds operations these cases left open and it "
                               "never ended: the refusal may follow from them"}
 
-    def idle_limit(self) -> float:
-        """The idle limit the next case gets (module doc)."""
-        full = float(self.options.idle_timeout)
-        if self._idle_ended_by is None:
-            return full
-        return min(full, max(SHORT_IDLE_FLOOR_S, PACE_FACTOR * self._slowest_pace_s))
+    def idle_limit(self, cases: Any = ()) -> float:
+        """The idle limit the next operation of ``cases`` gets (pace.py)."""
+        return self._pace.limit(cases)
 
     # --- evidence across cases -----------------------------------------------------------
     def _note_refusals(self, result: Any) -> None:

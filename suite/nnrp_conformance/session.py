@@ -128,7 +128,8 @@ class ConformanceCore(CaseSessions):
             self._client = self.portal.call(
                 functools.partial(
                     NnrpClient.connect, target, connect_timeout=self.options.connect_timeout,
-                    settle_window=CASE_SETTLE_S,
+                    settle_window=CASE_SETTLE_S, api_key=self.options.api_key,
+                    tls_ca=self.options.tls_ca, tls_server_name=self.options.tls_server_name,
                 )
             )
         except Exception as exc:

@@ -144,6 +144,7 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "invalid-deafens-session": ("generated.session-serves-next",),
     "tool-choice-none-ignored": ("tool-choice.none",),
     "answer-cache-wrong-key": ("answer.id-reused",),
+    "unknown-field-server-error": ("generated.server-error",),
     # issue 45 item 2: a request field's oracle each
     "ignores-max-completion-tokens": ("usage.max-tokens",),
     "stop-list-first-only": ("text.stop",),

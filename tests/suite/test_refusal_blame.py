@@ -43,7 +43,11 @@ def rules_of(findings: list[dict[str, Any]]) -> set[str]:
 def test_an_invalid_body_refused_before_validation_passes_the_mixed_recipe(
         tmp_path: Path, start_endpoint: Any) -> None:
     with start_endpoint(tmp_path, None, ("--variant", "limit-before-validation")) as ep:
-        code, doc = run(tmp_path, ep, "--timeout", "5", *recipes("concurrent-chat-mixed"))
+        # --strict: the refusal is what the profile allows, not a recommendation shown (the
+        # invalid body's own error family is non-strict, so only strictness tells a refusal
+        # read as one from an error judged as the wrong family)
+        code, doc = run(tmp_path, ep, "--timeout", "5", "--strict",
+                        *recipes("concurrent-chat-mixed"))
     (mixed,) = doc["results"]
     operations = {o["name"]: o for o in mixed["diagnostics"]["concurrency"]["operations"]}
     invalid = operations["invalid-body"]

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from cli_runs import run_cli as run
 
-from nnrp_conformance.run_cases import SHORT_IDLE_FLOOR_S
+from nnrp_conformance.pace import SHORT_IDLE_FLOOR_S
 
 pytestmark = pytest.mark.wire
 
@@ -139,3 +139,39 @@ def test_a_silent_endpoint_shortens_the_wait_after_the_first_idle_case(
     assert first["diagnostics"]["idle_timeout_s"] == idle
     assert second["diagnostics"]["idle_timeout_s"] == SHORT_IDLE_FLOOR_S
     assert second["diagnostics"]["idle_limit_shortened"]["after"] == first["id"]
+
+
+def test_an_answer_in_one_result_waits_for_its_tokens_not_the_stream_pace(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    """Issue 47: after a leaked cancel shortens the idle limit, a non-streamed request is silent
+    until its whole answer is made. It waits the full limit until the endpoint has given an
+    answer in one result, then that answer's pace per token times the tokens it may ask for
+    (pace.py), never the streamed pace: the upstream adapter's mandatory non-streaming recipe
+    was cut at 1.3 s (4 x its 0.3 s streamed pace) and answered at 1.8 s."""
+    import yaml  # the test's own second one-result recipe
+
+    body = yaml.safe_load((RECIPES / "chat-non-streaming-body.yaml").read_text())
+    second = tmp_path / "second.yaml"
+    second.write_text(yaml.safe_dump({**body, "id": "local.chat.non-streaming-second",
+                                      "status": "optional"}, sort_keys=False))
+    full = 30.0
+    # 150 ms a token: 16 tokens in one result take 2.4 s, over the 1 s the streamed pace
+    # gives once the leaked cancel has shortened the limit
+    with start_endpoint(tmp_path, None, ("--variant", "cancel-leak-cap",
+                                         "--delta-delay-ms", "150")) as ep:
+        code, doc = run(tmp_path, ep, "--idle-timeout", str(full), "--timeout", "60",
+                        "--recipes", str(RECIPES / "chat-cancel-client.yaml"),
+                        "--recipes", str(RECIPES / "chat-non-streaming-body.yaml"),
+                        "--recipes", str(second))
+    cancel, first, later = doc["results"]
+    assert cancel["outcome"] == "failed" and cancel["diagnostics"]["expired_by"] == "idle"
+    for result in (first, later):
+        assert result["outcome"] == "passed", result["message"]
+        assert result["diagnostics"]["idle_limit_shortened"]["after"] == cancel["id"]
+    # no answer in one result yet: the full limit
+    assert first["diagnostics"]["idle_timeout_s"] == full
+    # then its pace per token: 4 x (2.4 s / 16 tokens) x 17 tokens, well under the full limit
+    took = later["diagnostics"]["timings_ms"]["submit_to_terminal"] / 1000
+    assert took < later["diagnostics"]["idle_timeout_s"] < full
+    assert later["diagnostics"]["idle_limit_shortened"]["one_result_ms_per_token"] > 0
+    assert code == 1  # the leaked cancel, and nothing else

@@ -1,8 +1,9 @@
-"""QUIC is not offered until it works (issue 43 item 6; issue 44 is the security work that would
-make it work): nnrp-py's QUIC carrier (and its secure WebSocket one) needs TLS, and neither the
-suite nor the adapter takes TLS options yet. So a ``quic://`` address is refused by name, with
-that reason, by the one address parser both sides use: the suite's run stops before connecting,
-``vllm-nnrp serve`` and the plugin path before vLLM starts. No help text or page offers it.
+"""Plain QUIC is not offered, because it cannot work (issue 43 item 6): nnrp-py's QUIC carrier
+needs TLS. Since issue 44 both sides take TLS options, so ``quic+tls://`` (and ``wss://``,
+``tcp+tls://``) are offered; a bare ``quic://`` address is refused by name, with that reason
+and the way to TLS, by the one address parser both sides use: the suite's run stops before
+connecting, ``vllm-nnrp serve`` and the plugin path before vLLM starts. No help text or page
+offers it.
 
 Before, ``quic://`` was offered by ``vllm-nnrp serve --help``, the operator guide and the
 quickstart, and failed inside nnrp-py ("forced native transport quic rejected:
@@ -25,14 +26,19 @@ from vllm_nnrp_adapter.vllm_plugin import ENV_LISTEN, PluginSettingsError, setti
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "docs" / "examples" / "minimal_endpoint" / "manifest.json"
-REFUSED = ["quic://127.0.0.1:4433", "QUIC://[::1]:4433", "quic+tls://127.0.0.1:4433",
-           "wss://127.0.0.1:8443/nnrp"]
+REFUSED = ["quic://127.0.0.1:4433", "QUIC://[::1]:4433"]
 
 
 def _says_why(message: str) -> None:
-    assert "not offered yet" in message and "need TLS" in message, message
-    assert "neither the suite nor the adapter takes TLS options" in message, message
-    assert "use tcp, ipc/unix or ws" in message, message
+    assert "refused: nnrp-py's QUIC carrier needs TLS (quic+tls://" in message, message
+    assert "use tcp, ipc/unix or ws; with TLS quic+tls, wss or tcp+tls" in message, message
+
+
+@pytest.mark.parametrize("address", ["quic+tls://127.0.0.1:4433", "wss://127.0.0.1:8443/nnrp",
+                                     "tcp+tls://[::1]:4433"])
+def test_the_tls_schemes_parse(address: str) -> None:
+    endpoint = parse_address(address)
+    assert endpoint.secure and endpoint.port in (4433, 8443)
 
 
 @pytest.mark.parametrize("address", REFUSED)

@@ -124,6 +124,16 @@ def test_an_operation_ended_beside_a_cancel_or_an_error_is_a_neighbour_ended(
     assert rules_of(ender) == []
 
 
+def test_an_error_naming_its_own_request_size_is_no_neighbours_doing() -> None:
+    """Issue 47: a lead ended with vLLM's context-length error for its own long prompt beside
+    an operation that failed the same way was blamed on that neighbour (6 generated sequences
+    against the upstream adapter)."""
+    lead = error("lead", expected="success", findings=wrong_kind())
+    lead.terminal_event["error"]["message"] = CONTEXT_ERRORS[0]
+    judge_group([lead, error("op-1")])
+    assert rules_of(lead) == ["terminal.kind"]
+
+
 def test_an_operation_ending_as_it_expects_beside_an_error_is_fine() -> None:
     members = [error("x"), error("y", "missing_messages", "invalid_request_error")]
     judge_group(members)

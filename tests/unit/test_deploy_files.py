@@ -4,9 +4,12 @@ adapter's command line and with the Kubernetes API, without a container engine o
 - Every Kubernetes document is validated (strict: unknown fields fail) against the API's own
   schemas with ``kubernetes-validate`` (bundled OpenAPI schemas, offline), and the kustomization
   renders with ``kubectl kustomize`` where kubectl is installed (it needs no cluster).
-- The NNRP port is one number everywhere: the Containerfile's EXPOSE and entrypoint listen
-  address, the HEALTHCHECK's probe, the container port named ``nnrp``, the Service's target
-  and every probe's address.
+- The NNRP port is one number and one transport everywhere: the Containerfile's EXPOSE and
+  entrypoint listen address, the HEALTHCHECK's probe, the container port named ``nnrp``, the
+  Service's target and every probe's address.
+- The container serves as the adapter's safe default demands of an address other hosts reach
+  (TLS and an API key, issue 44): a TLS scheme, vLLM's ``--ssl-*`` files from the mounted TLS
+  Secret, ``VLLM_API_KEY`` from a Secret, and probes that trust the mounted CA.
 - The commands are real: ``serve`` and ``probe`` are entries of ``vllm-nnrp``'s command table
   and their arguments parse with the commands' own parsers; every probe's timeout outlasts
   the probe's own bound.
@@ -29,9 +32,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from nnrp_conformance.wire.pump import Endpoint, parse_address
 from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter import probe as probe_module
 from vllm_nnrp_adapter.cli import COMMANDS, _serve_parser
+from vllm_nnrp_adapter.security import from_vllm_argv, serving_problem
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -48,6 +53,8 @@ KINDS = {
     "Service": "v1",
     "PersistentVolumeClaim": "v1",
 }
+#: where the TLS Secret is mounted (the certificate, its key and the CA)
+TLS_MOUNT = "/tls"
 #: the oldest Kubernetes the example is checked against, and the newest the validator knows
 KUBE_VERSIONS = ("1.28", kubernetes_validate.latest_version())
 
@@ -120,26 +127,34 @@ def container() -> dict[str, Any]:
     return containers[0]
 
 
-def port_of(address: str) -> int:
-    host, _, port = address.rpartition(":")
-    assert host and port.isdigit(), address
-    return int(port)
-
 
 def entrypoint() -> list[str]:
     (args,) = instruction("ENTRYPOINT")
     return exec_form(args)
 
 
-def listen_port() -> int:
-    """The port `vllm-nnrp serve` listens on in the image, read with serve's own parser."""
+def listen_endpoint() -> Endpoint:
+    """Where `vllm-nnrp serve` listens in the image, read with serve's own parser."""
     command = entrypoint()
     assert command[:2] == ["vllm-nnrp", "serve"], command
     assert "serve" in COMMANDS
     opts, rest = _serve_parser().parse_known_args(command[2:])
     assert rest == [], f"the entrypoint passes {rest} to vLLM: the model belongs to run time"
-    assert opts.listen.startswith("0.0.0.0:"), "inside a container the adapter listens on all"
-    return port_of(opts.listen)
+    endpoint = parse_address(opts.listen)
+    assert endpoint.host == "0.0.0.0", "inside a container the adapter listens on all"
+    assert endpoint.secure, "reachable from other hosts: TLS (the safe default)"
+    return endpoint
+
+
+def listen_port() -> int:
+    port = listen_endpoint().port
+    assert port is not None
+    return port
+
+
+def ip_protocol() -> str:
+    """QUIC runs on UDP, the other carriers on TCP."""
+    return "UDP" if listen_endpoint().transport == "quic" else "TCP"
 
 
 def healthcheck_command() -> tuple[dict[str, str], list[str]]:
@@ -161,7 +176,10 @@ def check_probe_command(command: list[str], port: int, outer_timeout_s: float) -
     assert command[:2] == ["vllm-nnrp", "probe"], command
     assert COMMANDS["probe"][0] is probe_module.command
     args = probe_module._parser().parse_args(command[2:])
-    assert args.address == f"127.0.0.1:{port}", args.address
+    assert args.address == f"{listen_endpoint().scheme}://127.0.0.1:{port}", args.address
+    # the probe trusts the CA of the mounted TLS Secret and checks the Service's name
+    assert args.tls_ca is not None and str(args.tls_ca).startswith(TLS_MOUNT + "/")
+    assert args.tls_server_name == the("Service")["metadata"]["name"]
     bound = args.timeout + probe_module._VERDICT_GRACE_S
     assert bound < outer_timeout_s, (
         f"the probe may take {bound:g}s, its supervisor gives it {outer_timeout_s:g}s"
@@ -254,12 +272,12 @@ def test_selectors_reach_the_pods_and_the_volume_exists() -> None:
 def test_the_nnrp_port_is_one_number_everywhere() -> None:
     port = listen_port()
     (exposed,) = instruction("EXPOSE")
-    assert exposed == str(port)
+    assert exposed == f"{port}/{ip_protocol().lower()}"
     ports = {p["name"]: p for p in container()["ports"]}
     assert ports["nnrp"]["containerPort"] == port
-    assert ports["nnrp"].get("protocol", "TCP") == "TCP"
+    assert ports["nnrp"].get("protocol", "TCP") == ip_protocol()
     (service_port,) = the("Service")["spec"]["ports"]
-    assert service_port["name"] == "nnrp" and service_port.get("protocol", "TCP") == "TCP"
+    assert service_port["name"] == "nnrp" and service_port.get("protocol", "TCP") == ip_protocol()
     target = service_port["targetPort"]
     assert target == "nnrp" or target == port, target
     assert service_port["port"] == port
@@ -294,6 +312,24 @@ def test_the_container_args_name_a_model_on_the_models_volume() -> None:
     mounts = {m["name"]: m for m in container()["volumeMounts"]}
     assert mounts["models"]["readOnly"] is True
     assert model.startswith(mounts["models"]["mountPath"] + "/"), model
+
+
+def test_the_pod_serves_with_tls_and_a_key_from_secrets() -> None:
+    """What the safe default asks of the container, from Secrets the example does not hold."""
+    args = container()["args"]
+    _opts, vllm_args = _serve_parser().parse_known_args([*entrypoint()[2:], *args])
+    security = from_vllm_argv(vllm_args, {"VLLM_API_KEY": "from-the-secret"})
+    assert security.tls is not None
+    mounts = {m["name"]: m for m in container()["volumeMounts"]}
+    assert mounts["tls"]["mountPath"] == TLS_MOUNT and mounts["tls"]["readOnly"] is True
+    assert {str(security.tls.certfile), str(security.tls.keyfile)} == {
+        f"{TLS_MOUNT}/tls.crt", f"{TLS_MOUNT}/tls.key"}
+    volumes = {v["name"]: v for v in the("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tls"]["secret"]["secretName"]
+    env = {e["name"]: e for e in container()["env"]}
+    assert env["VLLM_API_KEY"]["valueFrom"]["secretKeyRef"]["name"]
+    assert serving_problem([f"{listen_endpoint().scheme}://0.0.0.0:{listen_port()}"],
+                           security, allow_insecure=False) is None
 
 
 def test_the_pod_runs_as_the_images_user() -> None:

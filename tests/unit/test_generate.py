@@ -46,22 +46,22 @@ def test_the_same_seed_draws_the_same_requests() -> None:
 
 def test_a_bounded_run_sends_every_family_and_mutation_evenly() -> None:
     """Families, operations, an operation's mutations and the envelopes are dealt in shuffled
-    rounds: a run of 102 chat cases holds 34 of each family, each of the 17 chat mutations
-    twice, and each envelope 13 or 14 times (left to hypothesis, 1,000 cases held 2 negative
+    rounds: a run of 132 chat cases holds 44 of each family, each of the 22 chat mutations
+    twice, and each envelope 17 or 18 times (left to hypothesis, 1,000 cases held 2 negative
     max_tokens)."""
     chat = [CLAIMS[0]]
-    dealt = slots(chat, 102, 7)
-    assert Counter(s.family for s in dealt) == {f: 34 for f in FAMILIES}
+    dealt = slots(chat, 132, 7)
+    assert Counter(s.family for s in dealt) == {f: 44 for f in FAMILIES}
     mutations = [n for n, m in MUTATIONS.items() if contract.OP_CHAT_COMPLETIONS_CREATE in
                  m.operations]
-    assert len(mutations) == 17
+    assert len(mutations) == 22
     assert Counter(s.mutation for s in dealt if s.mutation) == {n: 2 for n in mutations}
     envelopes = Counter(s.envelope for s in dealt if s.family != "invalid")
-    assert set(envelopes) == set(ENVELOPES) and set(envelopes.values()) <= {13, 14}, envelopes
+    assert set(envelopes) == set(ENVELOPES) and set(envelopes.values()) <= {17, 18}, envelopes
     assert all(s.envelope is None for s in dealt if s.family == "invalid")
     assert Counter(s.claim.operation for s in slots(CLAIMS, 90, 7)) == {
         c.operation: 30 for c in CLAIMS}
-    drafts = draw(chat, "m", 102, 7)
+    drafts = draw(chat, "m", 132, 7)
     assert [(d.family, d.mutation, d.envelope) for d in drafts] == [
         (s.family, s.mutation, s.envelope) for s in dealt]
 

@@ -239,6 +239,24 @@ def test_embeddings_dimensions_are_honoured() -> None:
     assert "embeddings.body" in rules(v)
 
 
+@pytest.mark.parametrize(("value", "vectors"), [
+    ([15339, 1917, 0], 1),            # an array of token ids is one input (OpenAI's API)
+    ([[15339], [1917, 2]], 2),        # an array of them, one input each
+    (["a", "b", "c"], 3),
+])
+def test_an_embeddings_input_counts_as_openai_reads_it(value: Any, vectors: int) -> None:
+    """A token array is one input: the suite counted its ids as inputs and failed a correct
+    endpoint's one vector (found by the generator's token-array inputs, issue 45 item 4)."""
+    case = copy.deepcopy(case_of("level3.embeddings.single-input"))
+    case.envelope["body"]["input"] = value
+    right = judge(case, obs([], "success", _embeddings(*[CAT, QCD, PARIS][:vectors])),
+                  manifest=MANIFEST)
+    assert "embeddings.body" not in rules(right)
+    wrong = judge(case, obs([], "success", _embeddings(*([CAT] * (vectors + 1)))),
+                  manifest=MANIFEST)
+    assert "embeddings.body" in rules(wrong)
+
+
 # --- selection and manifests ------------------------------------------------------------------
 
 

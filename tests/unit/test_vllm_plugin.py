@@ -275,6 +275,7 @@ _SAMPLES = {
     "metrics-port": ("9400", 9400),
     "backend-stall-timeout": ("12.5", 12.5),
     "allow-unsupported-vllm": (None, True),
+    "allow-insecure": (None, True),
     "log-level": ("debug", None),
     "embeddings-engine": ("/m --runner pooling", ["/m", "--runner", "pooling"]),
 }

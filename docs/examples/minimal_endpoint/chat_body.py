@@ -49,9 +49,13 @@ def check_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             continue
         if isinstance(content, list):
             for j, part in enumerate(content):
-                if not (isinstance(part, dict) and isinstance(part.get("text"), str)):
+                # OpenAI's chat text part is {"type": "text", "text": ...}; a Responses part
+                # (input_text) or an image, audio or file part is not one this model reads
+                if not (isinstance(part, dict) and part.get("type") == "text"
+                        and isinstance(part.get("text"), str)):
                     raise ProfileError(
-                        "invalid_request", f"{where}.content[{j}] must be a text part"
+                        "invalid_request", f"{where}.content[{j}] must be a text part "
+                        "({\"type\": \"text\", \"text\": ...}): this model reads text only"
                     )
         elif not isinstance(content, str):
             raise ProfileError("invalid_request", f"{where}.content must be a string or parts")

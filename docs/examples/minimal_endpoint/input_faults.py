@@ -6,7 +6,8 @@ the recipes never send answered with an error, an invalid body answered, a chara
 across two text deltas, ``max_tokens``, ``max_completion_tokens``, ``stop`` (or all of a stop
 list but its first), ``n``, JSON mode or a usage asked for ignored, an answer at temperature 0
 that changes by chance or with ``user``, a long prompt never ended, an
-unknown role never answered, a session that stops serving after an invalid request, a tool
+unknown role never answered, a session that stops serving after an invalid request, a field
+of OpenAI's API the validator does not list answered with a server error, a tool
 called where tool_choice says none, an answer cached under the wrong key, and an envelope
 refused for what §6 makes optional (no
 request_id) or for its nnrp hints forwarded into the body. With none switched on, the chat
@@ -56,6 +57,11 @@ INPUT_DEFECTS = {
     "answer-cache-wrong-key": (
         "non-streamed chat answers are cached under the model and top_p, not the request: a "
         "later request with the same top_p gets the first one's answer, id and all"),
+    # OpenAI's own request shapes (the generator's openai_shapes.json): a field neither the
+    # profile's §6 list, nor a fixed recipe, nor the hand-written generator sends
+    "unknown-field-server-error": (
+        "a chat request with a field of OpenAI's API that the example's validator does not "
+        "list (logprobs, n, service_tier, …) is answered with a server_error"),
     # request fields and what OpenAI's semantics ask of their answer (issue 45 item 2)
     "ignores-max-completion-tokens": (
         "max_completion_tokens is ignored (max_tokens, its deprecated spelling, is honoured): "
@@ -82,6 +88,12 @@ INPUT_DEFECTS = {
         "as unknown arguments (§6: they must not be forwarded)"),
 }
 LONG_PROMPT_CHARS = 4000
+#: the chat fields the example's validator lists: §6's familiar fields and the OpenAI fields
+#: the fixed recipes and the hand-written generator send (unknown-field-server-error)
+LISTED_CHAT_FIELDS = frozenset({
+    "model", "messages", "input", "temperature", "top_p", "max_tokens", "tools",
+    "tool_choice", "metadata", "stream", "stream_options", "stop", "seed",
+    "max_completion_tokens", "ignore_eos"})
 
 
 def token_limit(defect: str | None, body: dict[str, Any]) -> int | None:
@@ -145,6 +157,9 @@ def refuse(defect: str | None, body: dict[str, Any]) -> None:
         raise ProfileError("internal_error", "the backend failed")
     if defect == "metadata-refused-unnamed" and "metadata" in body:
         raise ProfileError("invalid_request", "request not supported")
+    if defect == "unknown-field-server-error" and set(body) - LISTED_CHAT_FIELDS:
+        # a validator that looks the field up in its table and fails on a miss
+        raise ProfileError("internal_error", "KeyError in the request validator")
 
 
 #: answer-cache-wrong-key: (model, top_p) -> the first answer's body

@@ -33,6 +33,9 @@ def _invalid(message: str) -> ProfileError:
     return ProfileError("invalid_request", message)
 
 
+_TEXT_PARTS = frozenset({"input_text", "output_text"})
+
+
 def _part_text(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
@@ -40,8 +43,12 @@ def _part_text(content: Any, where: str) -> str:
         raise _invalid(f"{where}.content must be a string or an array of content parts")
     texts = []
     for j, part in enumerate(content):
-        if not (isinstance(part, dict) and isinstance(part.get("text"), str)):
-            raise _invalid(f"{where}.content[{j}] must be a text part")
+        # OpenAI's text parts of a Responses input: input_text (and output_text, an earlier
+        # answer given back); an image or file part is not one this model reads
+        if not (isinstance(part, dict) and part.get("type") in _TEXT_PARTS
+                and isinstance(part.get("text"), str)):
+            raise _invalid(f"{where}.content[{j}] must be a text part (input_text or "
+                           "output_text): this model reads text only")
         texts.append(part["text"])
     return " ".join(texts)
 

@@ -22,6 +22,7 @@ from nnrp_conformance.wire import codec
 from nnrp_conformance.wire.codec import WireViolation
 from vllm_nnrp_adapter import profile
 
+from . import auth
 from .hints import Hints
 from .operation import CancelInfo, Handler, OperationContext, _Op, _Terminal
 from .sides import Session
@@ -47,6 +48,7 @@ class _OperationRunner:
     # What the mixin reads of the server, set by NnrpServer.__init__: declared here so that
     # each read is checked against one type.
     handler: Handler
+    api_gate: auth.ApiKeyGate | None
     max_envelope_bytes: int
     max_in_flight: int
     abort_hook_timeout: float
@@ -64,6 +66,12 @@ class _OperationRunner:
         self.stats["operations"] += 1
         envelope = self._admit(sess, op)
         if envelope is None:
+            return
+        refusal = auth.admit(self.api_gate, sess, envelope, self.stats)
+        if refusal is not None:
+            # the gate's answer (authenticated, or refused) is the operation's one terminal;
+            # the handler, and with it every record and metric of the request, never sees it
+            self._finish(sess, op, refusal)
             return
         hints = Hints.of(envelope)
         ctx = OperationContext(

@@ -58,6 +58,8 @@ class _SessionPump:
         self.cond = threading.Condition(threading.Lock())
         self.closed = False
         self.stop = False
+        self.authenticated = False  # the API-key gate's (auth.py), loop side only
+        self.auth_failures = 0
         self.gap_ewma_ns = 0.0  # EWMA of the gap between batches of queued events
         self.last_batch_ns = 0
         self.batch_open = False  # loop side: this loop iteration has queued an event

@@ -10,9 +10,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -27,8 +28,10 @@ from nnrp_conformance.wire.pump import (
     status_text,
     unlistenable_reason,
 )
+from nnrp_conformance.wire.tls import server_security
 
 from . import sdk
+from .auth import ApiKeyGate
 from .operation import Handler
 from .operations import _OperationRunner
 from .pump import _SESSION_IDLE_POLL_MS, _SessionPump
@@ -68,9 +71,18 @@ class NnrpServer(_OperationRunner):
         busy_poll_budget_per_s: float = _BUSY_POLL_BUDGET_PER_S,
         abort_hook_timeout: float = _ABORT_HOOK_TIMEOUT_S,
         tcp_nodelay: bool = True,
+        api_keys: Sequence[str] = (),
+        tls: tuple[bytes, bytes] | None = None,
     ) -> None:
+        """``tls``: (certificate DER, PKCS#8 key DER), used by a TLS address (``tcp+tls://``,
+        ``quic+tls://``, ``wss://``), which needs it; a plaintext one ignores it."""
         self.handler = handler
+        # None without keys: every session may work (the operator chose no key)
+        self.api_gate = ApiKeyGate(api_keys) if any(api_keys) else None
         self.endpoint = parse_address(listen)
+        if self.endpoint.secure and tls is None:
+            raise ValueError(f"{listen}: a TLS address needs a certificate and key (tls=)")
+        self.tls = tls if self.endpoint.secure else None
         self.max_envelope_bytes = max_envelope_bytes
         self.max_in_flight = max_in_flight_per_connection
         self.queue_size = max(2, queue_size)
@@ -85,7 +97,8 @@ class NnrpServer(_OperationRunner):
         self.tcp_nodelay = tcp_nodelay and self.endpoint.transport in ("tcp", "websocket")
         self.address = ""
         self.sessions: dict[int, _SessionPump] = {}
-        self.stats = {"sessions": 0, "operations": 0, "malformed": 0, "cancelled": 0, "timeouts": 0}
+        self.stats = {"sessions": 0, "operations": 0, "malformed": 0, "cancelled": 0, "timeouts": 0,
+                      "unauthenticated": 0, "auth_refused": 0}
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listen_held: lifetime.Held | None = None
@@ -104,7 +117,12 @@ class NnrpServer(_OperationRunner):
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        opts = server_options(self.endpoint)
+        opts = server_options(
+            self.endpoint, None if self.tls is None else server_security(*self.tls))
+        # An ipc socket is owner-only (0600): created under a umask that says so, not
+        # chmod-ed afterwards (a peer could connect in between). The umask is the process's,
+        # so it is put back at once.
+        umask = os.umask(0o177) if self.endpoint.transport == "ipc" else None
         try:
             self._listen_held, self._native_server = lifetime.enter(
                 lambda: listen_native_server(opts), f"listener {self.endpoint.provider_uri}"
@@ -113,8 +131,16 @@ class NnrpServer(_OperationRunner):
             # nnrp-py says "detail=106" for a port in use: a plain bind says it in words
             reason = unlistenable_reason(self.endpoint) or f"{status_text(exc)}: {exc}"
             raise OSError(f"cannot listen on {self.endpoint.provider_uri}: {reason}") from None
+        finally:
+            if umask is not None:
+                os.umask(umask)
         bound = self._native_server.bound_provider_endpoints[self.endpoint.transport].uri
-        self.address = bound.split("://", 1)[1] if self.endpoint.transport == "tcp" else bound
+        # what a client connects to: plain TCP as host:port, every other one as a URL in the
+        # scheme it was asked for (nnrp-py names its TLS QUIC and TCP locators quic:// and
+        # tcp://, which would send a client in plaintext)
+        scheme, rest = self.endpoint.scheme, bound.split("://", 1)[1]
+        self.address = (rest if scheme == "tcp" else bound if self.endpoint.transport == "ipc"
+                        else f"{scheme}://{rest}")
         self._accept_thread = threading.Thread(
             target=self._accept_main, name="nnrp-accept", daemon=True
         )

@@ -25,6 +25,9 @@ class Session(Protocol):
     transport: str
     native: Any
     closed: bool
+    #: the API-key gate's state for this session (``auth.ApiKeyGate``)
+    authenticated: bool
+    auth_failures: int
     #: operation id -> operation in flight (the pump thread's; the loop reads its size)
     ops: dict[int, _Op]
 

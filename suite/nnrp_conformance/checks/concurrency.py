@@ -38,7 +38,7 @@ from typing import Any
 
 from nnrp_conformance import authority, contract, rules
 from nnrp_conformance.checks.context import show, type_of
-from nnrp_conformance.checks.refusals import refusal_named
+from nnrp_conformance.checks.refusals import names_own_size, refusal_named
 from nnrp_conformance.findings import Finding
 
 __all__ = ["REFUSAL_OWN_RULES", "Member", "judge_group", "mark_refusals"]
@@ -219,8 +219,8 @@ def _check_neighbours(members: list[Member], strict: bool) -> None:
               or (m.terminal == contract.TERMINAL_ERROR and not m.refused)]
     for m in members:
         if m.terminal not in _ENDINGS or not _wrong_kind(m) or m.cancelled_by_client \
-                or m.refused:
-            continue
+                or m.refused or names_own_size(m.terminal_event):
+            continue  # an error naming its own request's size is its own, no neighbour's
         cause = next((e for e in enders if e is not m), None)
         if cause is not None:
             why = "was cancelled" if cause.cancelled_by_client else "failed"

@@ -77,8 +77,13 @@ def check_models_list(ctx: Context) -> None:
 
 
 def _inputs(body: dict[str, Any]) -> list[Any] | None:
+    """The request's inputs, one per embedding it asks for: OpenAI's ``input`` is a text, an
+    array of texts, an array of token ids (one input) or an array of such arrays."""
     value = body.get("input")
     if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(
+            isinstance(t, int) and not isinstance(t, bool) for t in value):
         return [value]
     return value if isinstance(value, list) and value else None
 

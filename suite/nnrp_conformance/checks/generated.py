@@ -6,8 +6,9 @@
   surrogate (a character split in two across deltas, say).
 * :func:`judge_generated`: a *valid* generated request (family ``valid`` or ``sequence``)
   may be refused: the profile allows an endpoint's errors. When the endpoint's own
-  terminal is a well-formed ``response.error`` and only the expectations (their authorities'
-  rules, authority.py) failed, the refusal is judged by two recommendations instead:
+  terminal is a well-formed ``response.error`` (no finding on it but the expectations', their
+  authorities' rules, authority.py), the refusal is judged by two recommendations instead
+  (a fault elsewhere in the answer stays a finding of its own):
   ``generated.server-error`` (a ``server_error``) and ``generated.refusal-unnamed`` (an
   ``invalid_request_error`` that names neither a field of the request, nor a ``param``, nor
   a code of its own). A generated cancel that was never sent or was crossed judges nothing
@@ -167,7 +168,13 @@ def judge_generated(ctx: Context) -> None:
     # a cancel the generator asked for that was never sent or was crossed left no expectation
     # finding (checks/exercise.py), but a refusal is still judged by the recommendations
     unexercised = bool(ctx.obs.extra.get(NOT_EXERCISED))
-    if (not failed and not unexercised) or any(f.rule not in expected for f in failed):
+    if not any(f.rule in expected for f in failed) and not unexercised:
+        return
+    # a refusal is judged as one when its own terminal is well-formed: a fault elsewhere in
+    # the answer (an event before it) stands on its own and never turns the same refusal into
+    # a failed expectation (the upstream adapter's context-length errors were judged two ways)
+    if any(f.rule not in expected and (f.rule.startswith("error.")
+                                      or f.event_index == ctx.obs.terminal_index) for f in failed):
         return
     term = ctx.obs.terminal_event
     if ctx.obs.terminal_kind != contract.TERMINAL_ERROR or type_of(term) != contract.EV_ERROR:

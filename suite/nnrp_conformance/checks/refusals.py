@@ -34,7 +34,7 @@ from typing import Any
 
 from nnrp_conformance import contract
 
-__all__ = ["names_request_size", "refusal_named"]
+__all__ = ["names_own_size", "names_request_size", "refusal_named"]
 
 #: one word of these names an overload or scheduling by itself (prefixes: ``overload``
 #: covers overloaded, ``throttl`` throttled and throttling, ``schedul`` scheduler and
@@ -105,6 +105,12 @@ def names_request_size(words: set[str]) -> bool:
     """The words name the request's own size (a context length, a prompt too long)."""
     return bool(words & _SIZE_ALONE) or ("length" in words and bool(words & _LENGTH_OF)) \
         or ("too" in words and bool(words & {"long", "large"}))
+
+
+def names_own_size(event: Any) -> bool:
+    """The error answer names its request's own size (a context length): its own cause,
+    never a neighbour's (``checks/concurrency.py``) nor an admission limit."""
+    return names_request_size(_said(event))
 
 
 def _names_overload(words: set[str]) -> bool:

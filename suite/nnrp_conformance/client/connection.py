@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,7 +20,7 @@ from nnrp.native import (
 )
 
 from nnrp_conformance import contract
-from nnrp_conformance.wire import codec, lifetime, nodelay
+from nnrp_conformance.wire import codec, lifetime, nodelay, tls
 from nnrp_conformance.wire.codec import RawFrame
 from nnrp_conformance.wire.pump import (
     client_options,
@@ -95,13 +96,20 @@ class NnrpClient(_ClientPump):
         max_events: int = 100_000,
         command_timeout: float = 10.0,
         settle_window: float = 0.0,
+        api_key: str | None = None,
+        tls_ca: Path | None = None,
+        tls_server_name: str | None = None,
     ) -> NnrpClient:
         """Connect to ``host:port``, ``[::1]:port`` or a scheme URL and open one session.
 
         ``command_timeout`` bounds how long a submit or a cancel waits for the client's own
         pump thread to send it (raised where the machine itself can stall for seconds).
         ``settle_window``: how long an operation's reader waits after the endpoint's
-        terminal for frames refused after it (``client/refused.py``; 0: no wait)."""
+        terminal for frames refused after it (``client/refused.py``; 0: no wait).
+        ``api_key``: authenticate the session with it before anything else
+        (:meth:`authenticate`); a refused key raises :class:`NnrpClientError`.
+        ``tls_ca``/``tls_server_name``: the CA certificate and the name to check for a TLS
+        target (``quic+tls://``, ``wss://``, ``tcp+tls://``; ``wire/tls.py``)."""
         self = cls()
         self._init_refusals(settle_window)
         self.target = target
@@ -110,7 +118,12 @@ class NnrpClient(_ClientPump):
         self.max_events = max_events
         endpoint = parse_address(target)
         self.transport = endpoint.transport
-        opts = client_options(endpoint)
+        try:
+            security = tls.client_security(endpoint.scheme, endpoint.host, tls_ca,
+                                           tls_server_name)
+        except tls.TlsSetupError as exc:
+            raise NnrpClientError(f"connect to {target}: {exc}") from None
+        opts = client_options(endpoint, security)
 
         gave_up = threading.Event()
         handover = threading.Lock()
@@ -143,7 +156,9 @@ class NnrpClient(_ClientPump):
             ) from None
         except NativeRuntimeError as exc:
             await self._drop_connection()
-            reason = await anyio.to_thread.run_sync(unreachable_reason, endpoint)
+            reason = await anyio.to_thread.run_sync(unreachable_reason, endpoint) or \
+                await anyio.to_thread.run_sync(tls.tls_failure, endpoint, endpoint.secure,
+                                               tls_server_name)
             raise NnrpClientError(
                 reason or f"connect to {target}: {status_text(exc)}: {exc}"
             ) from None
@@ -162,6 +177,12 @@ class NnrpClient(_ClientPump):
             target=self._pump, name=f"nnrp-client-pump {target}", daemon=True
         )
         self._thread.start()
+        if api_key is not None:
+            try:
+                await self.authenticate(api_key, timeout=connect_timeout)
+            except BaseException:
+                await self.aclose()
+                raise
         return self
 
     async def __aenter__(self) -> NnrpClient:
@@ -297,6 +318,32 @@ class NnrpClient(_ClientPump):
                 f"{contract.OP_CAPABILITIES_GET}: response.completed has no object body"
             )
         return body
+
+    async def authenticate(self, api_key: str, *, timeout: float = 10.0) -> dict[str, Any]:
+        """Authenticate the session (``nnrp.session.authenticate``, the key in
+        ``nnrp.api_key``: ours, docs/sdk-defects.md#auth-block); returns the endpoint's answer.
+
+        The operation's request frames, which hold the key, are dropped once it has ended:
+        nothing of this client keeps, shows or records the key afterwards."""
+        op = await self.submit(
+            {
+                "schema_version": contract.SCHEMA_VERSION,
+                "operation": contract.OP_SESSION_AUTHENTICATE,
+                "body": {},
+                "nnrp": {contract.NNRP_API_KEY_FIELD: api_key},
+            },
+            timeout=timeout,
+        )
+        op.request_frames = ()
+        term = await op.result()
+        ev = term.event or {}
+        if term.delivery == "result_push" and ev.get("type") == contract.EV_COMPLETED:
+            body = ev.get("body")
+            return body if isinstance(body, dict) else {}
+        err = ev.get("error") if isinstance(ev.get("error"), dict) else None
+        said = (f"{err.get('code')}: {err.get('message')}" if err is not None
+                else (ev or term.detail))
+        raise NnrpClientError(f"the endpoint refused the session's API key ({said})")
 
     # --- plumbing ------------------------------------------------------------------------------
     def _command(self, kind: str, arg: Any) -> concurrent.futures.Future[Any]:

@@ -7,10 +7,12 @@ move between ``pytest`` and ``nnrp-conformance run`` unchanged.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from nnrp_conformance.model_choice import parse_model_options
+from nnrp_conformance.options import API_KEY_ENV
 from nnrp_conformance.session import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -62,13 +64,14 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
         parser.add_argument("--target", "--nnrp-target", dest="target", required=True,
                             action="append", metavar="TARGET",
                             help="NNRP endpoint: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, "
-                                 "ws://); repeat it to judge a fleet (each target on its own, "
+                                 "ws://; TLS: quic+tls://, wss://, tcp+tls://); repeat it to "
+                                 "judge a fleet (each target on its own, "
                                  "then one merged verdict)")
     else:
         parser.add_argument("--target", "--nnrp-target", dest="target",
                             required=target_required, metavar="TARGET",
                             help="NNRP endpoint: HOST:PORT or a scheme URL (tcp://, ipc:///PATH, "
-                                 "ws://)")
+                                 "ws://; TLS: quic+tls://, wss://, tcp+tls://)")
     parser.add_argument("--manifest", required=True, type=Path, metavar="PATH",
                         help="adapter capability manifest (JSON or YAML)")
     parser.add_argument("--recipes", action="append", type=Path, metavar="PATH",
@@ -94,6 +97,18 @@ def add_plan_options(parser: argparse.ArgumentParser, *, target_required: bool,
                              "results)")
     parser.add_argument("--connect-timeout", type=_positive, default=10.0, metavar="SECONDS",
                         help="connection timeout (default 10)")
+    parser.add_argument("--api-key", "--nnrp-api-key", dest="api_key", metavar="KEY",
+                        default=os.environ.get(API_KEY_ENV) or None,
+                        help=f"the endpoint's API key: each session authenticates with it "
+                             f"first (default: ${API_KEY_ENV}, which keeps it out of the "
+                             f"process list)")
+    parser.add_argument("--tls-ca", "--nnrp-tls-ca", dest="tls_ca", type=Path, metavar="FILE",
+                        help="for a TLS target (quic+tls://, wss://, tcp+tls://): the CA "
+                             "certificate (PEM or DER) its certificate must chain to")
+    parser.add_argument("--tls-server-name", "--nnrp-tls-server-name", dest="tls_server_name",
+                        metavar="NAME",
+                        help="the name the TLS target's certificate must carry (default: the "
+                             "target's host)")
     parser.add_argument("--capabilities", "--nnrp-capabilities", dest="capabilities",
                         type=Path, metavar="FILE",
                         help="the capability document as a file: used when the endpoint has no "
@@ -174,6 +189,9 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
         concurrency=getattr(args, "concurrency", 1),
         connect_timeout=args.connect_timeout,
+        api_key=getattr(args, "api_key", None),
+        tls_ca=_absolute(getattr(args, "tls_ca", None), base),
+        tls_server_name=getattr(args, "tls_server_name", None),
         strict=getattr(args, "strict", False),
         capabilities_file=args.capabilities,
         results=args.results,

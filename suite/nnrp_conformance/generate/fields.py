@@ -18,11 +18,10 @@ from typing import Any, Final
 from hypothesis import strategies as st
 
 from nnrp_conformance import contract
+from nnrp_conformance.generate.texts import WORD
 
-__all__ = ["JSON_INSTRUCTION", "STREAM_OPTIONS", "USER", "WORD", "chat_extras", "stop"]
+__all__ = ["JSON_INSTRUCTION", "STREAM_OPTIONS", "USER", "chat_extras", "stop"]
 
-WORD = st.text(st.characters(min_codepoint=ord("a"), max_codepoint=ord("z")),
-               min_size=1, max_size=8)
 #: OpenAI refuses JSON mode unless a message asks for JSON ("'messages' must contain the word
 #: 'json' in some form, to use 'response_format' of type 'json_object'")
 JSON_INSTRUCTION: Final = "Reply with a JSON object."

@@ -127,6 +127,26 @@ MUTATIONS: Final = MappingProxyType({
                                 False, _set("tools", [{"type": "function"}])),
     "tool-choice-unknown": Mutation("tool_choice names a tool that tools does not declare",
                                     _GENERATING, False, _tool_choice_unknown),
+    # near misses (issue 45 item 4): what a client's typo or a loose serializer sends, one
+    # step from a valid value, where the bad values above are far from it
+    "max-tokens-numeric-string": Mutation("the token limit is the string '16'", _GENERATING,
+                                          False, lambda b: {**b, _limit(b): "16"}),
+    "temperature-numeric-string": Mutation("temperature is the string '0.5'", _GENERATING,
+                                           False, _set("temperature", "0.5")),
+    "stream-string": Mutation("stream is the string 'true'", _GENERATING, False,
+                              _set("stream", "true")),
+    "role-one-letter-off": Mutation("the last message's role is 'usar', one letter from "
+                                    "'user'", (CHAT,), False, _last_message(role="usar")),
+    "content-part-other-api": Mutation(
+        "the last message's content is a Responses part (input_text) in a chat message",
+        (CHAT,), False, _last_message(content=[{"type": "input_text", "text": "hello"}])),
+    "content-part-one-letter-off": Mutation(
+        "the input's content part type is 'input_txt', one letter from 'input_text'",
+        (RESPONSES,), False, _set("input", [{"role": "user", "content": [
+            {"type": "input_txt", "text": "hello"}]}])),
+    "encoding-format-one-letter-off": Mutation(
+        "encoding_format is 'flaot', two letters swapped in 'float'", (EMBEDDINGS,), False,
+        _set("encoding_format", "flaot")),
 })
 
 

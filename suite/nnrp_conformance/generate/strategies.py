@@ -27,8 +27,10 @@ from hypothesis import strategies as st
 
 from nnrp_conformance import contract
 from nnrp_conformance.generate.envelopes import ENVELOPES
-from nnrp_conformance.generate.fields import STREAM_OPTIONS, USER, WORD, chat_extras, stop
+from nnrp_conformance.generate.fields import STREAM_OPTIONS, USER, chat_extras, stop
 from nnrp_conformance.generate.mutations import MUTATIONS
+from nnrp_conformance.generate.openai_shapes import Decks, Use, with_use
+from nnrp_conformance.generate.texts import LONG_TEXT, SHORT_TEXT, TEXT
 
 FAMILY_VALID = "valid"
 FAMILY_INVALID = "invalid"
@@ -66,47 +68,13 @@ class Draft:
 
 #: generation stays cheap: a short answer is enough to judge a stream
 MAX_TOKENS = 48
-LONG_TEXT_CHARS = (2_000, 12_000)
 _ROLES_BEFORE_USER = ("system", "developer")
-
-# text: every plane of Unicode but no surrogate (Cs), no unassigned code point (Cn) and no
-# "$" (a recipe reads "${NAME}" as a parameter)
-_CHARS = st.characters(exclude_categories=("Cs", "Cn"), exclude_characters="$")
-_WORD = WORD
-#: words beyond ASCII: 2- and 3-byte UTF-8 (accents, CJK), and 4-byte (emoji, the planes
-#: above the BMP: one character, two UTF-16 code units)
-_NON_ASCII_WORD = st.text(st.characters(min_codepoint=0x80, max_codepoint=0xFFFF,
-                                        exclude_categories=("Cs", "Cn", "Cc", "Z")),
-                          min_size=1, max_size=6)
-_ASTRAL_WORD = st.text(st.characters(min_codepoint=0x10000, exclude_categories=("Cs", "Cn")),
-                       min_size=1, max_size=3)
-
-
-def _short_text() -> st.SearchStrategy[str]:
-    return st.one_of(
-        st.lists(_WORD, min_size=1, max_size=8).map(" ".join),
-        st.lists(st.one_of(_WORD, _NON_ASCII_WORD, _ASTRAL_WORD), min_size=1,
-                 max_size=8).map(" ".join),
-        st.text(_CHARS, min_size=1, max_size=40).filter(lambda s: s.strip() != ""),
-    )
-
-
-def _long_text() -> st.SearchStrategy[str]:
-    return st.builds(lambda word, n: " ".join([word] * n), _WORD,
-                     st.integers(LONG_TEXT_CHARS[0] // 6, LONG_TEXT_CHARS[1] // 6))
-
-
-# Strategies are built once: hypothesis validates every new strategy object, which costs
-# far more than drawing from one.
-_SHORT = _short_text()
-_TEXT = st.one_of(_SHORT, _SHORT, _SHORT, _long_text())
-
 
 def _content(part_type: str) -> st.SearchStrategy[Any]:
     """A message's content: a string, or an array of text parts (multi-part content)."""
-    parts = st.lists(_TEXT.map(lambda t: {"type": part_type, "text": t}),
+    parts = st.lists(TEXT.map(lambda t: {"type": part_type, "text": t}),
                      min_size=1, max_size=3)
-    return st.one_of(_TEXT, _TEXT, parts)
+    return st.one_of(TEXT, TEXT, parts)
 
 
 _CONTENT = {"text": _content("text"), "input_text": _content("input_text")}
@@ -127,7 +95,7 @@ def _function(draw: Callable[..., Any], name: str) -> dict[str, Any]:
     if props and draw(st.booleans()):
         fn["parameters"]["required"] = sorted(props)[:1]
     if draw(st.booleans()):
-        fn["description"] = draw(_SHORT)
+        fn["description"] = draw(SHORT_TEXT)
     return fn
 
 
@@ -150,7 +118,7 @@ def _tools(draw: Callable[..., Any], flat: bool) -> tuple[list[dict[str, Any]], 
     return tools, draw(named) if form == "named" else form
 
 
-_METADATA = st.dictionaries(_NAME, _SHORT.map(lambda s: s[:64]), max_size=4)
+_METADATA = st.dictionaries(_NAME, SHORT_TEXT.map(lambda s: s[:64]), max_size=4)
 _TOOLS = {True: _tools(flat=True), False: _tools(flat=False)}
 
 
@@ -165,13 +133,13 @@ def _messages(draw: Callable[..., Any], tools: list[dict[str, Any]] | None) \
             out.append({"role": role, "content": draw(_CONTENT["text"])})
     for _ in range(draw(st.integers(0, 2))):
         out.append({"role": "user", "content": draw(_CONTENT["text"])})
-        out.append({"role": "assistant", "content": draw(_TEXT)})
+        out.append({"role": "assistant", "content": draw(TEXT)})
     if tools and draw(st.booleans()):
         name = tools[0]["function"]["name"]
         call_id = "call_" + draw(_NAME)
         out.append({"role": "assistant", "content": None, "tool_calls": [{
             "id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]})
-        out.append({"role": "tool", "tool_call_id": call_id, "content": draw(_TEXT)})
+        out.append({"role": "tool", "tool_call_id": call_id, "content": draw(TEXT)})
     out.append({"role": "user", "content": draw(_CONTENT["text"])})
     return out
 
@@ -233,7 +201,7 @@ def chat_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, A
     return dict(draw(chat_extras(out)))
 
 
-_INPUT = st.one_of(_TEXT, st.lists(st.builds(
+_INPUT = st.one_of(TEXT, st.lists(st.builds(
     lambda role, content: {"role": role, "content": content},
     st.sampled_from(("system", "developer", "user", "assistant")), _CONTENT["input_text"]),
     min_size=0, max_size=2).map(lambda xs: [*xs, {"role": "user", "content": "hello there"}]))
@@ -243,7 +211,7 @@ _INPUT = st.one_of(_TEXT, st.lists(st.builds(
 def responses_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "input": draw(_INPUT)}
     if draw(st.booleans()):
-        body["instructions"] = draw(_SHORT)
+        body["instructions"] = draw(SHORT_TEXT)
     if claim.tool_calls and draw(st.booleans()):
         tools, choice = draw(_TOOLS[True])
         body["tools"] = tools
@@ -255,7 +223,13 @@ def responses_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[s
     return out
 
 
-_EMBEDDING_INPUT = st.one_of(_SHORT, st.lists(_SHORT, min_size=1, max_size=4))
+#: OpenAI's embeddings input: a text (long ones too), an array of texts (up to 2,048 in its API
+#: reference; 64 here), an array of token ids, or an array of those
+_TOKENS = st.lists(st.integers(0, 50_000), min_size=1, max_size=32)
+_EMBEDDING_INPUT = st.one_of(SHORT_TEXT, SHORT_TEXT, LONG_TEXT,
+                             st.lists(SHORT_TEXT, min_size=1, max_size=4),
+                             st.lists(SHORT_TEXT, min_size=16, max_size=64),
+                             _TOKENS, st.lists(_TOKENS, min_size=1, max_size=3))
 
 
 @st.composite
@@ -309,6 +283,8 @@ class Slot:
     family: str
     mutation: str | None = None
     envelope: str | None = None
+    #: what a valid request takes from OpenAI's own shapes (``openai_shapes.Decks``)
+    openai: Use | None = None
 
 
 class _Deck:
@@ -336,12 +312,14 @@ def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
                                      if c.operation in m.operations], rng) for c in usable}
     # a deck of its own, from its own generator: the shapes moved no other choice of a seed
     envelopes = _Deck(list(ENVELOPES), random.Random(f"envelope-{seed}"))
+    uses = Decks(seed)
     out = []
     for _ in range(count):
         claim, family = operations.deal(), families.deal()
         mutation = mutations[claim.operation].deal() if family == FAMILY_INVALID else None
         envelope = envelopes.deal() if family != FAMILY_INVALID else None
-        out.append(Slot(claim, family, mutation, envelope))
+        use = uses.use(claim.operation) if family == FAMILY_VALID else None
+        out.append(Slot(claim, family, mutation, envelope, use))
     return out
 
 
@@ -386,4 +364,5 @@ def draft_of(slot: Slot, stuff: Material, claims: Sequence[Claim]) -> Draft:
             lead_body = cancellable(lead.operation, lead_body)
         return Draft(FAMILY_SEQUENCE, lead.operation, lead_body, cancel_after=cancel,
                      companions=stuff.companions, envelope=slot.envelope)
+    body = with_use(slot.openai, claim.operation, body)
     return Draft(FAMILY_VALID, claim.operation, body, envelope=slot.envelope)

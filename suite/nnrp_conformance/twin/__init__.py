@@ -69,12 +69,25 @@ def why_not_compared(case: PlannedCase, result: CaseResult) -> str | None:
         return "the envelope itself is invalid on purpose: the HTTP API receives only a body"
     if case.cancel_after_events is not None:
         return "the suite cancelled the NNRP operation on purpose: there is no answer to compare"
-    if isinstance(nnrp, dict) and set(nnrp) - {"diagnostics"}:
-        policy = ", ".join(sorted(f"nnrp.{k}" for k in set(nnrp) - {"diagnostics"}))
-        return f"the request sets NNRP policy ({policy}), which the HTTP API has no form of"
+    hints: dict[str, Any] = nnrp if isinstance(nnrp, dict) else {}
+    policy = set(hints) - {"diagnostics"}
+    if policy == {"timeout_ms"} and _deadline_not_reached(hints["timeout_ms"], result):
+        policy = set()  # a deadline the operation never reached shaped nothing of its answer
+    if policy:
+        named = ", ".join(sorted(f"nnrp.{k}" for k in policy))
+        return f"the request sets NNRP policy ({named}), which the HTTP API has no form of"
     if result.terminal is None:
         return "the NNRP operation did not end (its own findings say why)"
     return None
+
+
+def _deadline_not_reached(timeout_ms: Any, result: CaseResult) -> bool:
+    """The NNRP operation succeeded before its ``nnrp.timeout_ms`` (§6's policy hint) was
+    due: the deadline cut nothing, so the answer is what the same body gets without it."""
+    took = (result.diagnostics.get("timings_ms") or {}).get("submit_to_terminal")
+    return result.terminal == contract.TERMINAL_SUCCESS \
+        and isinstance(timeout_ms, int | float) and not isinstance(timeout_ms, bool) \
+        and isinstance(took, int | float) and took < timeout_ms
 
 
 class HttpTwin:

@@ -19,10 +19,16 @@ from urllib.parse import urlsplit
 
 from nnrp.client import NativeClientOptions, NativeClientProviderRoute
 from nnrp.core import TransportPolicy
-from nnrp.native import NativeRuntimeError
+from nnrp.native import (
+    NativeRuntimeError,
+    NativeTransportClientSecurity,
+    NativeTransportServerSecurity,
+)
 from nnrp.server import NativeServerBootstrapOptions, NativeServerProviderRoute
 
 from nnrp_conformance import contract
+
+from .tls import SECURE_SCHEMES
 
 #: nnrp-py detail code for "operation/session no longer usable": stale event of a cancelled
 #: operation, finished operation, or dead peer (the SDK does not tell them apart)
@@ -33,27 +39,36 @@ _SCHEMES = {
     "ipc": ("ipc", TransportPolicy.FORCE_IPC),
     "unix": ("ipc", TransportPolicy.FORCE_IPC),
     "ws": ("websocket", TransportPolicy.FORCE_WEBSOCKET),
+    # TLS (wire/tls.py): the certificate comes from the side's TLS options
+    "quic+tls": ("quic", TransportPolicy.FORCE_QUIC),
+    "wss": ("websocket", TransportPolicy.FORCE_WEBSOCKET),
+    "tcp+tls": ("tcp", TransportPolicy.FORCE_TCP),
 }
+_OFFERED = "use tcp, ipc/unix or ws; with TLS quic+tls, wss or tcp+tls"
 
-#: schemes nnrp-py has a carrier for that neither the suite nor the adapter offers yet, with
-#: why: refused by name, not left to fail inside nnrp-py ("security-unsatisfied") or after vLLM
-#: has started
-_NOT_OFFERED = dict.fromkeys(
-    ("quic", "quic+tls", "wss"),
-    "not offered yet: nnrp-py's QUIC and secure WebSocket carriers need TLS, and neither the "
-    "suite nor the adapter takes TLS options (a certificate, a trust anchor) yet",
-)
+#: schemes nnrp-py has a carrier for that are refused, with why: by name, not left to fail
+#: inside nnrp-py ("security-unsatisfied") or after vLLM has started
+_NOT_OFFERED = {
+    "quic": "refused: nnrp-py's QUIC carrier needs TLS (quic+tls:// with a certificate: "
+            "--ssl-certfile/--ssl-keyfile to serve, --nnrp-tls-ca to connect)",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """One address, resolved: nnrp-py route key, provider locator, application endpoint."""
 
-    transport: str  # "tcp" | "ipc" | "websocket"
+    transport: str  # "tcp" | "ipc" | "websocket" | "quic"
     provider_uri: str
     host: str
     port: int | None
     policy: TransportPolicy
+    #: the address's scheme as given (lower case), e.g. "tcp+tls"
+    scheme: str = "tcp"
+
+    @property
+    def secure(self) -> bool:
+        return self.scheme in SECURE_SCHEMES
 
     @property
     def app_endpoint(self) -> str:
@@ -66,7 +81,8 @@ class AddressError(ValueError):
 
 
 def parse_address(address: str, *, default_host: str = "127.0.0.1") -> Endpoint:
-    """``host:port``, ``[v6]:port``, ``tcp://``, ``ipc://path`` / ``unix:///path``, ``ws://``."""
+    """``host:port``, ``[v6]:port``, ``tcp://``, ``ipc://path`` / ``unix:///path``, ``ws://``;
+    with TLS ``quic+tls://``, ``wss://`` and ``tcp+tls://``."""
     address = address.strip()
     if "://" not in address:
         address = f"tcp://{address}"
@@ -74,17 +90,15 @@ def parse_address(address: str, *, default_host: str = "127.0.0.1") -> Endpoint:
     scheme = parts.scheme.lower()
     if scheme in _NOT_OFFERED:
         raise AddressError(f"address {address!r}: {scheme}:// is {_NOT_OFFERED[scheme]} "
-                           "(use tcp, ipc/unix or ws)")
+                           f"({_OFFERED})")
     if scheme not in _SCHEMES:
-        raise AddressError(
-            f"address {address!r}: unknown scheme {scheme!r} (use tcp, ipc/unix or ws)"
-        )
+        raise AddressError(f"address {address!r}: unknown scheme {scheme!r} ({_OFFERED})")
     transport, policy = _SCHEMES[scheme]
     if transport == "ipc":
         path = (parts.netloc + parts.path) if scheme == "ipc" else parts.path
         if not path:
             raise AddressError(f"address {address!r}: an ipc address needs a socket path")
-        return Endpoint("ipc", f"unix://{path}", default_host, None, policy)
+        return Endpoint("ipc", f"unix://{path}", default_host, None, policy, scheme)
     try:
         port = parts.port
     except ValueError as exc:
@@ -96,7 +110,8 @@ def parse_address(address: str, *, default_host: str = "127.0.0.1") -> Endpoint:
         )
     shown = f"[{host}]" if ":" in host else host
     suffix = parts.path if transport == "websocket" else ""
-    return Endpoint(transport, f"{scheme}://{shown}:{port}{suffix}", host, port, policy)
+    locator = SECURE_SCHEMES.get(scheme, scheme)  # tcp+tls is nnrp-py's tcp:// with TLS
+    return Endpoint(transport, f"{locator}://{shown}:{port}{suffix}", host, port, policy, scheme)
 
 
 def _inet(endpoint: Endpoint, port: int) -> tuple[socket.AddressFamily, tuple[str, int], str]:
@@ -159,24 +174,28 @@ def unlistenable_reason(endpoint: Endpoint) -> str | None:
     return None
 
 
-def server_options(endpoint: Endpoint, **kwargs: Any) -> NativeServerBootstrapOptions:
+def server_options(endpoint: Endpoint, security: NativeTransportServerSecurity | None = None,
+                   **kwargs: Any) -> NativeServerBootstrapOptions:
     # Forced policy: the server's AUTO fails with no ipc/websocket routes (the nnrp-py notes' pitfalls), and an
     # explicit provider route is the only way to bind port 0 (the app endpoint maps 0 -> 4433).
     return NativeServerBootstrapOptions(
         endpoint=endpoint.app_endpoint,
         provider_routes={
-            endpoint.transport: NativeServerProviderRoute(provider_endpoint=endpoint.provider_uri)
+            endpoint.transport: NativeServerProviderRoute(
+                provider_endpoint=endpoint.provider_uri, security=security)
         },
         transport_policy=endpoint.policy,
         **kwargs,
     )
 
 
-def client_options(endpoint: Endpoint, **kwargs: Any) -> NativeClientOptions:
+def client_options(endpoint: Endpoint, security: NativeTransportClientSecurity | None = None,
+                   **kwargs: Any) -> NativeClientOptions:
     return NativeClientOptions(
         endpoint=endpoint.app_endpoint,
         provider_routes={
-            endpoint.transport: NativeClientProviderRoute(provider_endpoint=endpoint.provider_uri)
+            endpoint.transport: NativeClientProviderRoute(
+                provider_endpoint=endpoint.provider_uri, security=security)
         },
         transport_policy=endpoint.policy,
         **kwargs,
