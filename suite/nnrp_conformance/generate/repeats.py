@@ -63,7 +63,9 @@ def related(drafts: Sequence[Draft], seed: int) -> list[Draft]:
             continue
         group = open_groups.get(draft.operation)
         if group is None:
-            if rng.random() < GROUP_CHANCE:
+            # a group starts on a request without tools: its answer is text, which the
+            # request decides word by word (a call's arguments say less)
+            if "tools" not in draft.body and rng.random() < GROUP_CHANCE:
                 out[i] = dataclasses.replace(
                     draft, body=deterministic(draft.operation, draft.body))
                 open_groups[draft.operation] = (i, 0)
