@@ -25,7 +25,8 @@ portal, the options and the plan):
   every result (``pace.py``, docs/verdicts.md#bounds).
 * refused frames no case owns, noted on the case that saw them.
 * **answers across operations**: each case's answer ids against the earlier operations'
-  (``checks/answer_ids.py``: two different requests never get the same id).
+  (``checks/answer_ids.py``: two different requests never get the same id), and a generated
+  request's answer against the answer of the request it repeats (``checks/same_answers.py``).
 * **a case refused in a ``--concurrency`` batch** runs again alone after the batch (on a fresh
   session when the batch left operations open) and is judged on that run
   (``concurrency.judged_alone``): which cases an endpoint over its limit refuses is a race.
@@ -45,6 +46,7 @@ from typing import Any
 from nnrp_conformance import case_results, concurrency, contract, runner
 from nnrp_conformance.checks.answer_ids import AnswerIds
 from nnrp_conformance.checks.refusals import refusal_named
+from nnrp_conformance.checks.same_answers import SameAnswers
 from nnrp_conformance.options import RunOptions
 from nnrp_conformance.pace import Pace
 
@@ -78,6 +80,7 @@ class CaseSessions:
         self.sessions_opened = 0
         # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
         self._answer_ids = AnswerIds()
+        self._same_answers = SameAnswers()  # a request and its repeats' (same_answers.py)
 
     # provided by the core
     @property
@@ -160,7 +163,8 @@ class CaseSessions:
 
     def _relate(self, case: Any, result: Any) -> Any:
         """``result`` judged against the answers of the run's earlier operations."""
-        return self._answer_ids.judge(case, result, strict=self.options.strict)
+        result = self._answer_ids.judge(case, result, strict=self.options.strict)
+        return self._same_answers.judge(case, result, strict=self.options.strict)
 
     def _run_options(self, timeout: float | None, idle_timeout: float | None = None,
                      cases: list[Any] | None = None) -> dict[str, Any]:

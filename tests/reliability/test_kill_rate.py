@@ -145,6 +145,15 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "tool-choice-none-ignored": ("tool-choice.none",),
     "answer-cache-wrong-key": ("answer.id-reused",),
     "unknown-field-server-error": ("generated.server-error",),
+    # issue 45 item 2: a request field's oracle each
+    "ignores-max-completion-tokens": ("usage.max-tokens",),
+    "stop-list-first-only": ("text.stop",),
+    "n-ignored": ("choices.n",),
+    "json-mode-ignored": ("response-format.json",),
+    "usage-lost-with-user": ("usage.include-usage",),
+    # issue 45 item 3: relations between a request and its repeats
+    "temperature-zero-sampled": ("answer.repeatable",),
+    "user-in-prompt": ("answer.user-neutral",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }

@@ -1,4 +1,5 @@
-"""Checking a chat request's body before the "model" reads it: messages, tools, scalars.
+"""Checking a chat request's body before the "model" reads it: messages, tools, scalars,
+choices (``n``, ``response_format``).
 
 Each check raises ``ProfileError`` (``missing_messages`` or ``invalid_request``, or
 ``context_length_exceeded`` for a ``max_tokens`` above the model's output limit) with a
@@ -13,6 +14,8 @@ from typing import Any
 from envelope import ProfileError, is_int
 
 MAX_OUTPUT_TOKENS = 4096
+MAX_CHOICES = 8
+RESPONSE_FORMATS = frozenset({"text", "json_object"})
 MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
 
@@ -99,6 +102,7 @@ def check_scalars(body: dict[str, Any]) -> None:
     for key in ("temperature", "top_p"):
         if key in body and (not isinstance(body[key], int | float) or isinstance(body[key], bool)):
             raise ProfileError("invalid_request", f"'{key}' must be a number")
+    check_choices(body)
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise ProfileError("invalid_request", "'stream_options' must be an object")
@@ -112,3 +116,19 @@ def check_scalars(body: dict[str, Any]) -> None:
                 "context_length_exceeded",
                 f"'{key}' {body[key]} exceeds this model's {MAX_OUTPUT_TOKENS} output tokens",
             )
+
+
+def check_choices(body: dict[str, Any]) -> None:
+    """``n`` (1 to MAX_CHOICES, and 1 with ``tools``: the profile's tool-call events name no
+    choice) and ``response_format`` (``text`` or ``json_object``)."""
+    n = body.get("n")
+    if n is not None:
+        if not is_int(n) or not 1 <= n <= MAX_CHOICES:
+            raise ProfileError("invalid_request", f"'n' must be an integer from 1 to {MAX_CHOICES}")
+        if n > 1 and body.get("tools"):
+            raise ProfileError("invalid_request", "'n' above 1 is not served with 'tools' (the "
+                               "profile's tool-call events name no choice)")
+    form = body.get("response_format")
+    if form is not None and not (isinstance(form, dict) and form.get("type") in RESPONSE_FORMATS):
+        raise ProfileError("invalid_request", "'response_format' must be {\"type\": \"text\"} "
+                           "or {\"type\": \"json_object\"}")

@@ -89,23 +89,25 @@ class _Chat:
     def limit(self) -> int | None:
         if self.defect == "ignores-max-tokens":
             return None
-        limit = self.body.get("max_tokens") or self.body.get("max_completion_tokens")
-        return limit if isinstance(limit, int) else None
+        return input_faults.token_limit(self.defect, self.body)
 
-    def stops(self) -> list[str]:
-        stop = self.body.get("stop")
-        stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
-        return [] if self.defect == "ignores-stop" else [s for s in stops if s]
-
-    def tokens(self, messages: list[dict[str, Any]]) -> list[str]:
+    def tokens(self, messages: list[dict[str, Any]]) -> tuple[list[str], bool]:
+        """The answer's tokens and whether its limit cut it: the words of the last user
+        message, repeated up to the limit (16 without one); in JSON mode, a short object
+        holding the first three, which ends on its own when it fits."""
         user = [m for m in messages if m["role"] == "user"] or messages
-        words = message_text(user[-1]).split() or ["ok"]
+        words = input_faults.sampled(self.defect, self.body,
+                                     message_text(user[-1]).split() or ["ok"])
         count = self.limit() or DEFAULT_OUTPUT_TOKENS
+        if input_faults.json_mode(self.defect, self.body):
+            whole = split3(json.dumps({"answer": " ".join(words[:3])}, ensure_ascii=False),
+                           min(3, len(words)) + 2)
+            return whole[:count], len(whole) > count
         cycle = itertools.islice(itertools.cycle(words), count)
         tokens = [w if i == 0 else " " + w for i, w in enumerate(cycle)]
         if self.defect == "huge-event" and len(tokens) > 1:
             tokens[1] = " " + "x" * HUGE_DELTA_BYTES
-        return tokens
+        return tokens, self.limit() is not None
 
     def completion(self, message: dict[str, Any], finish: str,
                    usage: dict[str, int]) -> dict[str, Any]:
@@ -114,7 +116,8 @@ class _Chat:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "choices": [{"index": i, "message": message, "finish_reason": finish}
+                        for i in range(input_faults.choices(self.defect, self.body))],
             "usage": {
                 "prompt_tokens": usage["input_tokens"],
                 "completion_tokens": usage["output_tokens"],
@@ -136,7 +139,7 @@ class _Chat:
             return {"type": "response.usage", "usage": fields}
         return {"type": "response.usage", "usage": dict(usage)}
 
-    def text_events(self, tokens: list[str]) -> Iterator[bytes | None]:
+    def text_events(self, tokens: list[str], index: int = 0) -> Iterator[bytes | None]:
         for i, token in enumerate(tokens):
             if self.defect == "garbage-frames" and i == 1:
                 yield b"\xff\xfe{not json"
@@ -146,7 +149,7 @@ class _Chat:
             if split is not None:
                 yield from split
                 continue
-            event: dict[str, Any] = {"type": "response.output_text.delta", "index": 0}
+            event: dict[str, Any] = {"type": "response.output_text.delta", "index": index}
             event["delta"] = token
             if self.defect == "schema-invalid-event":
                 del event["index"]
@@ -225,11 +228,15 @@ class _Chat:
             partials, message = tool_faults.apply(self.defect, partials, message)
             text_stream: Iterable[bytes | None] = partials
         else:
-            tokens, stopped = stop_at(self.tokens(messages), self.stops())
-            output_tokens = len(tokens)
-            finish = "length" if self.limit() and not stopped else "stop"
+            whole, cut = self.tokens(messages)
+            tokens, stopped = stop_at(whole, input_faults.stops(self.defect, self.body))
+            # every choice of this deterministic model is the same answer
+            n = input_faults.choices(self.defect, self.body)
+            output_tokens = len(tokens) * n
+            finish = "length" if cut and not stopped else "stop"
             message = {"role": "assistant", "content": "".join(tokens)}
-            text_stream = self.text_events(tokens)
+            text_stream = itertools.chain.from_iterable(
+                self.text_events(tokens, i) for i in range(n))
         usage = {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
@@ -243,7 +250,7 @@ class _Chat:
         if self.defect == "flood":
             return Plan(partials=self.flood(), terminal=None)
         tail: list[bytes | None] = []
-        if (self.body.get("stream_options") or {}).get("include_usage") is True:
+        if input_faults.usage_asked(self.defect, self.body):
             tail.append(encode(self.usage_event(usage)))
             if self.defect == "usage-twice":
                 tail.append(encode(self.usage_event(usage)))

@@ -59,8 +59,10 @@ def _chat_chunks(events: list[dict[str, Any]], body: dict[str, Any]) -> list[dic
     out, usage = [], None
     for ev in events:
         kind = ev.get("type")
+        choice = 0  # a tool call's index is its own; every call is choice 0's (n is 1)
         if kind == "response.output_text.delta":
             delta: dict[str, Any] = {"content": ev["delta"]}
+            choice = ev["index"]
         elif kind == "response.tool_call.started":
             delta = {"tool_calls": [{"index": ev["index"], "id": ev["call_id"],
                                      "type": "function",
@@ -71,9 +73,10 @@ def _chat_chunks(events: list[dict[str, Any]], body: dict[str, Any]) -> list[dic
         else:
             usage = ev.get("usage") if kind == "response.usage" else usage
             continue
-        out.append(_chunk(body, [{"index": 0, "delta": delta, "finish_reason": None}]))
-    finish = body["choices"][0]["finish_reason"]
-    out.append(_chunk(body, [{"index": 0, "delta": {}, "finish_reason": finish}]))
+        out.append(_chunk(body, [{"index": choice, "delta": delta, "finish_reason": None}]))
+    for end in body["choices"]:
+        out.append(_chunk(body, [{"index": end["index"], "delta": {},
+                                  "finish_reason": end["finish_reason"]}]))
     if usage is not None:
         out.append(_chunk(body, [], usage=body["usage"]))
     return out

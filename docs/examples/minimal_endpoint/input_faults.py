@@ -3,7 +3,9 @@ wrongly (docs/generation.md#the-example-endpoints-input-defects).
 
 Each is one defect of the registry (``defects.py``): a valid request with an optional field
 the recipes never send answered with an error, an invalid body answered, a character split
-across two text deltas, ``max_tokens`` or ``stop`` ignored, a long prompt never ended, an
+across two text deltas, ``max_tokens``, ``max_completion_tokens``, ``stop`` (or all of a stop
+list but its first), ``n``, JSON mode or a usage asked for ignored, an answer at temperature 0
+that changes by chance or with ``user``, a long prompt never ended, an
 unknown role never answered, a session that stops serving after an invalid request, a field
 of OpenAI's API the validator does not list answered with a server error, a tool
 called where tool_choice says none, an answer cached under the wrong key, and an envelope
@@ -15,6 +17,7 @@ request_id) or for its nnrp hints forwarded into the body. With none switched on
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +62,25 @@ INPUT_DEFECTS = {
     "unknown-field-server-error": (
         "a chat request with a field of OpenAI's API that the example's validator does not "
         "list (logprobs, n, service_tier, …) is answered with a server_error"),
+    # request fields and what OpenAI's semantics ask of their answer (issue 45 item 2)
+    "ignores-max-completion-tokens": (
+        "max_completion_tokens is ignored (max_tokens, its deprecated spelling, is honoured): "
+        "such an answer is 16 tokens long"),
+    "stop-list-first-only": (
+        "of a stop list only the first sequence is honoured (a string is honoured)"),
+    "n-ignored": "n is ignored: every chat answer carries one choice",
+    "json-mode-ignored": (
+        "response_format json_object is ignored: the answer is plain text, not JSON"),
+    "usage-lost-with-user": (
+        "a chat stream with 'user' that asks for usage (stream_options.include_usage) gets "
+        "none: the body rebuilt to move 'user' loses stream_options"),
+    # relations between requests (issue 45 item 3)
+    "temperature-zero-sampled": (
+        "temperature 0 is read as the default (a falsy zero) and sampling ignores 'seed': the "
+        "same request twice gets answers that open with other words"),
+    "user-in-prompt": (
+        "'user' is forwarded into the prompt: a request with it gets another answer than "
+        "without it"),
     # the envelope (profile §6): what no fixed recipe sends, since each sends a request_id
     "requires-request-id": "an envelope without request_id is refused (§6 makes it optional)",
     "forwards-nnrp-hints": (
@@ -72,6 +94,57 @@ LISTED_CHAT_FIELDS = frozenset({
     "model", "messages", "input", "temperature", "top_p", "max_tokens", "tools",
     "tool_choice", "metadata", "stream", "stream_options", "stop", "seed",
     "max_completion_tokens", "ignore_eos"})
+
+
+def token_limit(defect: str | None, body: dict[str, Any]) -> int | None:
+    """The answer's token limit: max_completion_tokens, which supersedes the deprecated
+    max_tokens (``ignores-max-completion-tokens``: max_tokens only)."""
+    limit = body.get("max_tokens") if defect == "ignores-max-completion-tokens" \
+        else body.get("max_completion_tokens") or body.get("max_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def stops(defect: str | None, body: dict[str, Any]) -> list[str]:
+    """The stop sequences honoured (``ignores-stop``: none; ``stop-list-first-only``: a
+    list's first)."""
+    stop = body.get("stop")
+    items = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    if defect == "stop-list-first-only" and isinstance(stop, list):
+        items = stop[:1]
+    return [] if defect == "ignores-stop" else [s for s in items if isinstance(s, str) and s]
+
+
+def choices(defect: str | None, body: dict[str, Any]) -> int:
+    """How many choices the answer carries: ``n`` (``n-ignored``: one)."""
+    n = body.get("n")
+    return n if isinstance(n, int) and n >= 1 and defect != "n-ignored" else 1
+
+
+def json_mode(defect: str | None, body: dict[str, Any]) -> bool:
+    """Whether the answer is a JSON object (``json-mode-ignored``: never)."""
+    form = body.get("response_format")
+    return isinstance(form, dict) and form.get("type") == "json_object" \
+        and defect != "json-mode-ignored"
+
+
+def usage_asked(defect: str | None, body: dict[str, Any]) -> bool:
+    """Whether a chat stream sends its usage (``usage-lost-with-user``: not with 'user')."""
+    options = body.get("stream_options")
+    asked = isinstance(options, dict) and options.get("include_usage") is True
+    return asked and not (defect == "usage-lost-with-user" and "user" in body)
+
+
+def sampled(defect: str | None, body: dict[str, Any], words: list[str]) -> list[str]:
+    """The words the answer echoes: ``temperature-zero-sampled`` opens them with a word drawn
+    by chance at temperature 0; ``user-in-prompt`` with the user's id."""
+    if defect == "user-in-prompt" and isinstance(body.get("user"), str):
+        return [body["user"], *words]
+    if defect == "temperature-zero-sampled" and body.get("temperature") == 0:
+        return [_SAMPLER.choice(("so", "well", "ok", "hm")), *words]
+    return words
+
+
+_SAMPLER = random.Random()
 
 
 def refuse(defect: str | None, body: dict[str, Any]) -> None:

@@ -105,7 +105,15 @@ def _names_feature(err: dict[str, Any], body: dict[str, Any]) -> bool:
     if err.get("code") not in GENERIC_CODES:
         return True
     message = str(err.get("message") or "").lower()
-    return any(key.lower() in message for key in body)
+    return any(_named(key.lower(), message) for key in body)
+
+
+def _named(key: str, message: str) -> bool:
+    """``key`` occurs in ``message``; a field of one or two letters (``n``) as a word of its
+    own (the letter n is in almost every message)."""
+    if len(key) > 2:
+        return key in message
+    return re.search(rf"(?<![a-z0-9_]){re.escape(key)}(?![a-z0-9_])", message) is not None
 
 
 def _mentions(err: dict[str, Any], name: str,

@@ -28,6 +28,7 @@ from nnrp_conformance.checks.generated import check_stop, check_text_unicode, ju
 from nnrp_conformance.checks.input_errors import check_error_about_input
 from nnrp_conformance.checks.model import Finding, Observation, Verdict, verdict_of
 from nnrp_conformance.checks.relations import RELATION_CHECKS
+from nnrp_conformance.checks.request_fields import REQUEST_FIELD_CHECKS
 from nnrp_conformance.checks.responses import RESPONSES_CHECKS
 from nnrp_conformance.checks.sequence import (
     check_expected,
@@ -85,6 +86,7 @@ _ALWAYS: tuple[Callable[[Context], None], ...] = (
     *RELATION_CHECKS,
     *TOOL_CALL_BODY_CHECKS,
     *TOOL_CHOICE_CHECKS,
+    *REQUEST_FIELD_CHECKS,
     *RESPONSES_CHECKS,
     *DISCOVERY_CHECKS,
     check_stop,

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from nnrp_conformance.generate.fields import STREAM_OPTIONS
+
 __all__ = ["FIELDS_PER_REQUEST", "KINDS", "SOURCE", "Decks", "Use", "content_part",
            "content_part_types", "extra_fields", "field_value", "with_use"]
 
@@ -81,7 +83,10 @@ def _operation(operation: str) -> Mapping[str, Any]:
 def extra_fields(operation: str) -> tuple[str, ...]:
     """The request fields of ``operation`` in OpenAI's SDK that :data:`HAND_DRAWN` leaves out,
     sorted (empty for an operation the SDK does not have)."""
-    return tuple(sorted(set(_operation(operation)["fields"]) - HAND_DRAWN))
+    # stream_options is drawn by hand only where its include_usage is defined (chat); the
+    # Responses API's own stream_options comes from its shape
+    hand = HAND_DRAWN if operation in STREAM_OPTIONS else HAND_DRAWN - {"stream_options"}
+    return tuple(sorted(set(_operation(operation)["fields"]) - hand))
 
 
 def content_part_types(operation: str) -> tuple[str, ...]:

@@ -19,10 +19,10 @@ import yaml
 from nnrp_conformance import contract, validation
 from nnrp_conformance.generate.envelopes import AS_RECIPES, ENVELOPES, request_members
 from nnrp_conformance.generate.mutations import MUTATIONS, mutate
-from nnrp_conformance.generate.strategies import FAMILY_INVALID, Draft
+from nnrp_conformance.generate.strategies import FAMILY_INVALID, FAMILY_VALID, Draft
 from nnrp_conformance.recipes import Recipe, recipe_level
 
-__all__ = ["SHORT_NAMES", "recipe_data", "recipe_of", "save_recipe"]
+__all__ = ["SHORT_NAMES", "case_id_of", "recipe_data", "recipe_of", "save_recipe"]
 
 #: the operation's part of a generated case id
 SHORT_NAMES = {
@@ -47,6 +47,30 @@ _EXPECT_CANCELLED: dict[str, Any] = {"events": [], "terminal": contract.TERMINAL
                                      "terminal_rule": "cancel.terminal"}
 
 
+#: a chat stream that asks for usage (``stream_options.include_usage``) carries a response.usage:
+#: the same expectation, under the same rule, as the chat-usage-shape recipe's (a
+#: recommendation: the profile's §7 places a usage summary, "Final or near-final
+#: PARTIAL_RESULT event", but no normative text says when one is sent). Not asked: not judged
+_EXPECT_USAGE: dict[str, Any] = {"type": contract.EV_USAGE, "min_count": 1,
+                                 "rule": "usage.include-usage"}
+
+
+def _success(operation: str, body: dict[str, Any]) -> dict[str, Any]:
+    """What a valid request's answer is expected to hold: a success, and a usage when a chat
+    stream asks for one."""
+    expect = copy.deepcopy(_EXPECT_SUCCESS)
+    options = body.get("stream_options")
+    if operation == contract.OP_CHAT_COMPLETIONS_CREATE and body.get("stream") is True \
+            and isinstance(options, dict) and options.get("include_usage") is True:
+        expect["events"].append(copy.deepcopy(_EXPECT_USAGE))
+    return expect
+
+
+def case_id_of(family: str, operation: str, seed: int, index: int) -> str:
+    """The id of the generated case ``index`` of ``seed``."""
+    return f"generated.{family}.{SHORT_NAMES[operation]}.{seed}-{index:04d}"
+
+
 def _with_placeholder(body: dict[str, Any], model: str) -> dict[str, Any]:
     return {k: _MODEL if k == "model" and v == model else v for k, v in body.items()}
 
@@ -68,7 +92,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
     """The recipe document of ``draft`` (validated: a generated recipe is always valid);
     ``note``: how its shrinking went, when the reader must know (it ends the description)."""
     request: dict[str, Any] = {"body": _with_placeholder(draft.body, model)}
-    expect = copy.deepcopy(_EXPECT_SUCCESS)
+    expect = _success(draft.operation, draft.body)
     generated: dict[str, Any] = {"family": draft.family, "seed": seed, "index": index}
     what = f"a {draft.family} {draft.operation} request"
     data: dict[str, Any] = {}
@@ -99,6 +123,11 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         generated["envelope"] = draft.envelope
         if draft.envelope != AS_RECIPES:
             what += f", in an envelope with {ENVELOPES[draft.envelope].description}"
+    if draft.repeats is not None:
+        first, change = draft.repeats
+        generated["repeats"] = {"case": case_id_of(FAMILY_VALID, draft.operation, seed, first),
+                                "change": change}
+        what += f" repeating case {first}" + ("" if change == "none" else f", {change}")
     if draft.cancel_after is not None:
         request["cancel"] = {"after_events": draft.cancel_after}
         expect = copy.deepcopy(_EXPECT_CANCELLED)
@@ -125,7 +154,7 @@ def recipe_data(draft: Draft, *, case_id: str, seed: int, index: int,
         out["concurrent"] = [
             {"name": f"op-{i + 1}", "operation": c.operation,
              "request": {"body": _with_placeholder(c.body, model)},
-             "expect": copy.deepcopy(_EXPECT_SUCCESS)} for i, c in enumerate(draft.companions)]
+             "expect": _success(c.operation, c.body)} for i, c in enumerate(draft.companions)]
     validation.check("recipe", out)
     return out
 

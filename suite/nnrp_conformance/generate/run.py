@@ -19,7 +19,8 @@ from hypothesis import seed as hypothesis_seed
 from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.generated import session_served_next
 from nnrp_conformance.checks.model import verdict_of
-from nnrp_conformance.generate.recipe_files import SHORT_NAMES, recipe_data, recipe_of, save_recipe
+from nnrp_conformance.generate.recipe_files import case_id_of, recipe_data, recipe_of, save_recipe
+from nnrp_conformance.generate.repeats import related
 from nnrp_conformance.generate.shrink import shrink
 from nnrp_conformance.generate.strategies import (
     BODIES,
@@ -131,13 +132,13 @@ def draw(claims: Sequence[Claim], model: str, count: int, seed: int) -> list[Dra
 
     with _without_local_constants():
         collect()
-    # the i-th example drawn fills the i-th slot
-    return [draft_of(slot, stuff, claims) for slot, stuff in zip(
-        slots(claims, count, seed), drawn, strict=False)]
+    # the i-th example drawn fills the i-th slot; some valid ones then repeat an earlier one
+    return related([draft_of(slot, stuff, claims) for slot, stuff in zip(
+        slots(claims, count, seed), drawn, strict=False)], seed)
 
 
 def _case_id(draft: Draft, seed: int, index: int) -> str:
-    return f"generated.{draft.family}.{SHORT_NAMES[draft.operation]}.{seed}-{index:04d}"
+    return case_id_of(draft.family, draft.operation, seed, index)
 
 
 def _plan(core: Any, datas: Sequence[dict[str, Any]], where: Path) -> list[Any]:

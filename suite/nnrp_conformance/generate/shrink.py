@@ -103,7 +103,7 @@ def body_candidates(operation: str, body: dict[str, Any]) -> Iterator[dict[str, 
         yield {**body, "tools": tools[:1]}
     for path, text in _strings(body):
         yield _set_at(body, path, text[: len(text) // 2])
-    for key in ("max_tokens", "max_output_tokens", "seed"):
+    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens", "seed"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 1:
             yield {**body, key: 1}

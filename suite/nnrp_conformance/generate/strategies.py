@@ -1,9 +1,10 @@
 """The hypothesis strategies of generated requests: valid bodies of every operation a run
 claims, drawn from the fields the profile names (design §6: ``model``, ``messages``,
 ``input``, ``temperature``, ``top_p``, ``max_tokens``, ``tools``, ``tool_choice``,
-``metadata``, ``stream``) and the OpenAI request fields beside them (``stop``, ``seed``,
-``max_completion_tokens``, ``stream_options``, multi-part content, every message role), and the three families built
-on them (:class:`Draft`): a valid request, an invalid one (a valid base plus one named
+``metadata``, ``stream``) and the OpenAI request fields beside them (``seed``,
+``max_completion_tokens``, multi-part content, every message role; ``stop``, ``n``,
+``response_format``, ``user`` and ``stream_options`` are ``fields.py``'s), and the three
+families built on them (:class:`Draft`): a valid request, an invalid one (a valid base plus one named
 mutation, ``mutations.py``) and a sequence on one session (operations in flight together, a
 cancel at a drawn event). Which operation, family and mutation each case is, is dealt from
 the seed in shuffled rounds (:func:`slots`); hypothesis draws what the request holds
@@ -26,9 +27,10 @@ from hypothesis import strategies as st
 
 from nnrp_conformance import contract
 from nnrp_conformance.generate.envelopes import ENVELOPES
+from nnrp_conformance.generate.fields import STREAM_OPTIONS, USER, chat_extras, stop
 from nnrp_conformance.generate.mutations import MUTATIONS
 from nnrp_conformance.generate.openai_shapes import Decks, Use, with_use
-from nnrp_conformance.generate.texts import LONG_TEXT, SHORT_TEXT, TEXT, WORD
+from nnrp_conformance.generate.texts import LONG_TEXT, SHORT_TEXT, TEXT
 
 FAMILY_VALID = "valid"
 FAMILY_INVALID = "invalid"
@@ -59,6 +61,9 @@ class Draft:
     #: the envelope shape a valid or sequence request is sent in (``envelopes.py``; None:
     #: the recipes' own, or an invalid request's mutation)
     envelope: str | None = None
+    #: a relation's later request (``repeats.py``): the index of the valid case it repeats,
+    #: and what it changes (``none``, ``user-added``, ``user-removed``)
+    repeats: tuple[int, str] | None = None
 
 
 #: generation stays cheap: a short answer is enough to judge a stream
@@ -107,18 +112,14 @@ def _tools(draw: Callable[..., Any], flat: bool) -> tuple[list[dict[str, Any]], 
     named = st.sampled_from(names).map(
         (lambda n: {"type": "function", "name": n}) if flat
         else (lambda n: {"type": "function", "function": {"name": n}}))
-    choice = draw(st.one_of(st.none(), st.sampled_from(("none", "auto", "required")), named))
-    return tools, choice
+    # each form as often as the others (absent, none, auto, required, a named function): each
+    # is an oracle's (checks/tool_choice.py)
+    form = draw(st.sampled_from((None, "none", "auto", "required", "named")))
+    return tools, draw(named) if form == "named" else form
 
 
 _METADATA = st.dictionaries(_NAME, SHORT_TEXT.map(lambda s: s[:64]), max_size=4)
 _TOOLS = {True: _tools(flat=True), False: _tools(flat=False)}
-
-
-def _stop(words: Sequence[str]) -> st.SearchStrategy[Any]:
-    """``stop``: a string or up to 4; often a word of the prompt, so that it can bite."""
-    one = st.one_of(st.sampled_from(list(words)) if words else WORD, WORD)
-    return st.one_of(one, st.lists(one, min_size=1, max_size=4, unique=True))
 
 
 @st.composite
@@ -170,14 +171,14 @@ def _common(draw: Callable[..., Any], body: dict[str, Any], claim: Claim, words:
     """The sampling fields every generating operation shares, each present or not."""
     if claim.streaming and draw(st.booleans()):
         body["stream"] = True
-        if draw(st.booleans()):
+        if claim.operation in STREAM_OPTIONS and draw(st.booleans()):
             body["stream_options"] = {"include_usage": draw(st.booleans())}
     elif draw(st.booleans()):
         body["stream"] = False
     undefined = _NOT_DEFINED.get(claim.operation, frozenset())
     optional = {**{k: v for k, v in _OPTIONAL.items() if k not in undefined}, limit_key: _LIMIT}
     if claim.operation == contract.OP_CHAT_COMPLETIONS_CREATE:
-        optional["stop"] = _stop(words)
+        optional["stop"] = stop(words)
     for key, strategy in optional.items():
         if draw(st.booleans()):
             body[key] = draw(strategy)
@@ -197,7 +198,7 @@ def chat_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[str, A
     # OpenAI's max_completion_tokens supersedes the deprecated max_tokens: both are sent
     limit = draw(st.sampled_from(("max_tokens", "max_completion_tokens")))
     out: dict[str, Any] = draw(_common(body, claim, _words(messages), limit))
-    return out
+    return dict(draw(chat_extras(out)))
 
 
 _INPUT = st.one_of(TEXT, st.lists(st.builds(
@@ -217,6 +218,8 @@ def responses_body(draw: Callable[..., Any], claim: Claim, model: str) -> dict[s
         if choice is not None:
             body["tool_choice"] = choice
     out: dict[str, Any] = draw(_common(body, claim, [], "max_output_tokens"))
+    if draw(st.booleans()):
+        out["user"] = draw(USER)
     return out
 
 
@@ -259,10 +262,12 @@ CANCELLED_TOKENS = 400
 
 def cancellable(operation: str, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as a stream long enough to be cancelled mid-way: text only (no tool call, no
-    stop sequence), ``CANCELLED_TOKENS`` long."""
+    stop sequence, no JSON mode: a JSON object may end on its own), ``CANCELLED_TOKENS``
+    long."""
     limit = "max_tokens" if operation == contract.OP_CHAT_COMPLETIONS_CREATE \
         else "max_output_tokens"
-    out = {k: v for k, v in body.items() if k not in ("tools", "tool_choice", "stop")}
+    out = {k: v for k, v in body.items()
+           if k not in ("tools", "tool_choice", "stop", "response_format")}
     if isinstance(out.get("messages"), list):
         out["messages"] = [m for m in out["messages"] if not (
             m.get("role") == "tool" or m.get("tool_calls"))]

@@ -1,0 +1,147 @@
+"""Relations between a request and its repeats (issue 45 item 3, in the manner of metamorphic
+testing; the groups are made by ``generate/repeats.py``), both recommendations:
+
+* ``answer.repeatable``: the same request sent again, at temperature 0 (and, for chat, with a
+  ``seed``), gets the same answer;
+* ``answer.user-neutral``: the same request with ``user`` added or taken away gets the answer
+  the request got, once its exact repeat showed that the endpoint answers it the same each
+  time.
+
+The answer compared is what a client reads of it: each choice's (output's) text, its tool
+calls' names and arguments, and its finish (a chat ``finish_reason``, a Response's
+``status``); not ids, timestamps or usage. Authority: OpenAI documents ``seed`` as a
+best-effort determinism ("Determinism is not guaranteed") and ``user`` as an end-user
+identifier for abuse monitoring, which asks nothing of the answer; the profile keeps the
+body's fields without restating them (§1, §6), puts sampling correctness out of its scope
+(§3), and its capability document (§13) has no member where an endpoint claims determinism.
+So neither is ever strict.
+
+Only a successful answer is compared, and only to the answer of the same request (its body
+equal to the earlier one's but for ``user``): a shrinking try, which sends another body under
+the case's id, is not judged. Owns :class:`SameAnswers`, which ``run_cases.py`` holds for the
+run and asks after each case, as it asks ``checks/answer_ids.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from nnrp_conformance import contract, rules
+from nnrp_conformance.checks.model import verdict_of
+from nnrp_conformance.findings import Finding
+
+__all__ = ["REPEATABLE", "USER_NEUTRAL", "SameAnswers", "answer_of"]
+
+REPEATABLE = "answer.repeatable"
+USER_NEUTRAL = "answer.user-neutral"
+
+
+def _calls(message: dict[str, Any]) -> list[Any]:
+    return [[(c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments")]
+            for c in message.get("tool_calls") or () if isinstance(c, dict)]
+
+
+def _from_body(body: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion's or a Response's answer: text, calls and finish per choice/output."""
+    out: dict[str, Any] = {}
+    for choice in body.get("choices") or ():
+        if isinstance(choice, dict):
+            message = choice.get("message")
+            message = message if isinstance(message, dict) else {}
+            out[f"choice {choice.get('index')}"] = [message.get("content"), _calls(message),
+                                                    choice.get("finish_reason")]
+    for i, item in enumerate(body.get("output") or ()):
+        if isinstance(item, dict) and item.get("type") == "message":
+            out[f"output {i}"] = "".join(p.get("text", "") for p in item.get("content") or ()
+                                         if isinstance(p, dict))
+        elif isinstance(item, dict) and item.get("type") == "function_call":
+            out[f"output {i}"] = [item.get("name"), item.get("arguments")]
+    if body.get("object") == "response":
+        out["status"] = body.get("status")
+    return out
+
+
+def answer_of(result: Any) -> dict[str, Any] | None:
+    """What a client reads of a successful answer (module doc), else None."""
+    if result.terminal != contract.TERMINAL_SUCCESS:
+        return None
+    texts: dict[str, str] = {}
+    calls: list[Any] = []
+    body: Any = None
+    for ev in result.events or ():
+        kind = ev.get("type") if isinstance(ev, dict) else None
+        if kind == contract.EV_OUTPUT_TEXT_DELTA and isinstance(ev.get("delta"), str):
+            key = f"text {ev.get('index')}"
+            texts[key] = texts.get(key, "") + ev["delta"]
+        elif kind == "response.tool_call.completed":
+            calls.append([ev.get("name"), ev.get("arguments")])
+        elif kind == contract.EV_COMPLETED:
+            body = ev.get("body")
+    if isinstance(body, dict):
+        return _from_body(body)
+    return {**texts, "calls": calls}
+
+
+def _request(case: Any) -> tuple[str, bool]:
+    """The case's body without ``user`` (as JSON), and whether it had one."""
+    envelope = case.envelope if isinstance(getattr(case, "envelope", None), dict) else {}
+    body = envelope.get("body")
+    body = body if isinstance(body, dict) else {}
+    rest = {k: v for k, v in body.items() if k != "user"}
+    return json.dumps(rest, sort_keys=True, default=str), "user" in body
+
+
+def _repeats(case: Any) -> dict[str, Any] | None:
+    recipe = getattr(case, "recipe", None)
+    generated = getattr(recipe, "data", {}).get("generated") if recipe is not None else None
+    found = generated.get("repeats") if isinstance(generated, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+class SameAnswers:
+    """Each case's first answer (with its request), and whether each group's exact repeat
+    got the same answer."""
+
+    def __init__(self) -> None:
+        self._answers: dict[str, tuple[tuple[str, bool], dict[str, Any] | None]] = {}
+        self._repeatable: dict[str, bool] = {}
+
+    def judge(self, case: Any, result: Any, *, strict: bool) -> Any:
+        """``result`` with ``answer.repeatable`` or ``answer.user-neutral`` when its answer
+        differs from the answer of the request it repeats (module doc)."""
+        request, answer = _request(case), answer_of(result)
+        self._answers.setdefault(result.id, (request, answer))
+        repeats = _repeats(case)
+        earlier = self._answers.get(str(repeats.get("case"))) if repeats else None
+        if repeats is None or earlier is None or answer is None or earlier[1] is None \
+                or earlier[0][0] != request[0]:
+            return result  # not a repeat, or one of the two answers is not there to compare
+        change, first = repeats.get("change"), str(repeats["case"])
+        same = earlier[1] == answer
+        if change == "none":
+            self._repeatable.setdefault(first, same)
+            rule = REPEATABLE
+        elif self._repeatable.get(first):
+            rule = USER_NEUTRAL
+        else:
+            return result  # the request is not shown to be answered the same each time
+        if same:
+            return result
+        finding = Finding(
+            rule, f"the answer differs from the answer {first} got to the same request"
+            + ("" if change == "none" else f" ({change})")
+            + f": {_first_difference(earlier[1], answer)}",
+            None, earlier[1], answer, rules.citation(rule),
+            rules.finding_level(rule, strict=strict))
+        verdict = verdict_of(result.id, result.terminal, [*result.verdict.findings, finding],
+                             len(result.events))
+        return dataclasses.replace(result, verdict=verdict, outcome=verdict.outcome)
+
+
+def _first_difference(before: dict[str, Any], now: dict[str, Any]) -> str:
+    for key in sorted(set(before) | set(now)):
+        if before.get(key) != now.get(key):
+            return f"{key}: {str(before.get(key))[:120]!r} then {str(now.get(key))[:120]!r}"
+    return "no difference"
