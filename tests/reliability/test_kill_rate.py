@@ -29,7 +29,7 @@ RECIPES = REPO / "recipes"
 MANIFEST = EXAMPLE / "manifest.json"
 #: the manifest of ``--levels 3``: Levels 1-3, the four operations
 MANIFEST_LEVELS = EXAMPLE / "manifest-levels.json"
-RUN_LIMIT_S = 120
+RUN_LIMIT_S = 240
 CASE_TIMEOUT_S = "2"
 
 #: defect -> (defect class, recipes that exercise it, rule ids naming that class)
@@ -158,7 +158,7 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }
 #: the generated run of each: its size and its fixed seed (the same seed, the same requests)
-GENERATE, SEED = "120", "7"
+GENERATE, SEED = "200", "1"
 
 #: defects run with another manifest than their level's: the one declaring the critical
 #: extension whose field the endpoint sends unselected

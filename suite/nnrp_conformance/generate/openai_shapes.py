@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from nnrp_conformance import contract
 from nnrp_conformance.generate.fields import STREAM_OPTIONS
 
 __all__ = ["FIELDS_PER_REQUEST", "KINDS", "SOURCE", "Decks", "Use", "content_part",
@@ -58,6 +59,11 @@ HAND_DRAWN: Final = frozenset({
     "model", "messages", "input", "stream", "tools", "tool_choice", "temperature", "top_p",
     "seed", "metadata", "stop", "max_tokens", "max_completion_tokens", "max_output_tokens",
     "instructions", "encoding_format", "stream_options"})
+#: fields.py's, with the semantics their oracles judge, by operation
+_HAND_DRAWN_FOR: Final = {
+    contract.OP_CHAT_COMPLETIONS_CREATE: frozenset({"n", "response_format", "user"}),
+    contract.OP_RESPONSES_CREATE: frozenset({"user"}),
+}
 
 #: the bounds of a drawn value (module doc)
 _INT_MAX = 8
@@ -86,6 +92,7 @@ def extra_fields(operation: str) -> tuple[str, ...]:
     # stream_options is drawn by hand only where its include_usage is defined (chat); the
     # Responses API's own stream_options comes from its shape
     hand = HAND_DRAWN if operation in STREAM_OPTIONS else HAND_DRAWN - {"stream_options"}
+    hand |= _HAND_DRAWN_FOR.get(operation, frozenset())
     return tuple(sorted(set(_operation(operation)["fields"]) - hand))
 
 
