@@ -7,8 +7,8 @@ capability document claims what the deployment requires, the suite tests the cla
   check of the gate as the suite sees it): non-strict, and the strict run fails on
   security.key-required and security.wrong-key-refused;
 * the pytest face fails the strict run naming the rule;
-* a ``wss://`` adapter: a ``ws://`` client is refused within the connect timeout, in words
-  naming TLS (``security.tls.plaintext`` passes).
+* a ``wss://`` or ``tcp+tls://`` adapter: a ``ws://`` / ``tcp://`` client is refused within the
+  connect timeout, in words naming TLS (``security.tls.plaintext`` passes).
 """
 
 from __future__ import annotations
@@ -135,10 +135,12 @@ async def test_a_run_without_the_key_lists_the_key_cases_with_the_reason(
         assert "--nnrp-api-key" in results[case]["message"], results[case]
 
 
-async def test_a_plaintext_client_against_the_wss_target_is_refused_naming_tls(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize(("listen", "plain"), [("wss://127.0.0.1:0/nnrp", "ws://127.0.0.1:"),
+                                               ("tcp+tls://127.0.0.1:0", "127.0.0.1:")])
+async def test_a_plaintext_client_against_the_tls_target_is_refused_naming_tls(
+        tmp_path: Path, listen: str, plain: str) -> None:
     certs = make_certs(tmp_path)
-    config = ServeConfig(vllm_argv=[], listen="wss://127.0.0.1:0/nnrp")
+    config = ServeConfig(vllm_argv=[], listen=listen)
     files = {"ssl_certfile": str(certs.cert_pem), "ssl_keyfile": str(certs.key_pem)}
     async with nnrp_serving(backend(api_key=[KEY], **files), config, LEVEL1) as info:
         code, results, out = await run_suite(tmp_path, info["address"], "--strict",
@@ -147,7 +149,7 @@ async def test_a_plaintext_client_against_the_wss_target_is_refused_naming_tls(
     for case in (*KEY_CASES, "security.tls.plaintext"):
         assert verdict(results[case]) == "passed", results[case]
     evidence = results["security.tls.plaintext"]["diagnostics"]["security"]
-    assert evidence["target"].startswith("ws://127.0.0.1:"), evidence
+    assert evidence["target"].startswith(plain), evidence
     assert evidence["opened"] is False and evidence["open_s"] < 5, evidence
     assert "speaks TLS" in evidence["seen"], evidence
 
