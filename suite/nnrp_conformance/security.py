@@ -38,6 +38,7 @@ __all__ = [
     "CASES",
     "SecurityClaim",
     "claim_of",
+    "claims_differ",
     "is_security_case",
     "plaintext_target",
     "run_security_case",
@@ -146,6 +147,18 @@ def _planned(case_id: str, claim: SecurityClaim, options: Any, model: str | None
         notes=(f"security claimed by the {claim.source}: {description}",))
 
 
+def claims_differ(manifest: Mapping[str, Any] | None, document: Mapping[str, Any] | None
+                  ) -> str | None:
+    """A note when the manifest and the capability document both claim security and differ
+    (the document's claim is tested; a deployment may well differ from a static manifest)."""
+    mine = manifest.get("security") if isinstance(manifest, Mapping) else None
+    theirs = document.get("security") if isinstance(document, Mapping) else None
+    if isinstance(mine, Mapping) and isinstance(theirs, Mapping) and mine != theirs:
+        return (f"the manifest claims security {dict(mine)}, the capability document "
+                f"{dict(theirs)}: the document's claim is tested")
+    return None
+
+
 def security_cases(core: Any) -> list[PlannedCase]:
     """The cases of the endpoint's security claim (none without one), in the order they
     run: key absent, wrong, accepted; TLS."""
@@ -155,7 +168,11 @@ def security_cases(core: Any) -> list[PlannedCase]:
         return []
     models = getattr(core.plan, "models", None) or {}
     model = models.get(contract.OP_CHAT_COMPLETIONS_CREATE) or core.model_id
-    return [_planned(case_id, claim, core.options, model) for case_id in CASES]
+    differ = claims_differ(manifest, core.capabilities)
+    cases = [_planned(case_id, claim, core.options, model) for case_id in CASES]
+    for case in cases:
+        case.notes = (*case.notes, differ) if differ else case.notes
+    return cases
 
 
 def is_security_case(case: Any) -> bool:

@@ -15,6 +15,7 @@ from nnrp_conformance.security import (
     SecurityClaim,
     _planned,
     claim_of,
+    claims_differ,
     plaintext_target,
 )
 
@@ -126,3 +127,9 @@ def test_a_malformed_claim_in_the_document_is_ours_to_recommend() -> None:
              for v in validation.validate("capability-document", doc)}
     assert ("/security/api_key", "capability.document-recommended") in found
     assert ("/operations", "capability.document") in found  # the profile's
+
+
+def test_a_manifest_and_a_document_that_claim_differently_are_noted() -> None:
+    tls, key = {"security": {"tls": True}}, {"security": {"api_key": "nnrp.session.authenticate"}}
+    assert "the document's claim is tested" in (claims_differ(tls, key) or "")
+    assert claims_differ(tls, tls) is None and claims_differ({}, key) is None
