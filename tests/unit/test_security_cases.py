@@ -133,3 +133,12 @@ def test_a_manifest_and_a_document_that_claim_differently_are_noted() -> None:
     tls, key = {"security": {"tls": True}}, {"security": {"api_key": "nnrp.session.authenticate"}}
     assert "the document's claim is tested" in (claims_differ(tls, key) or "")
     assert claims_differ(tls, tls) is None and claims_differ({}, key) is None
+
+
+def test_a_security_case_never_joins_a_concurrency_batch() -> None:
+    from nnrp_conformance.recording import _batches
+
+    ordinary = [SimpleNamespace(selected=True, companions=(), recipe=None) for _ in range(3)]
+    security = _planned("security.api-key.absent", KEY_CLAIM, options(), "m")
+    batches = _batches([ordinary[0], security, ordinary[1], ordinary[2]], 2)
+    assert [len(b) for b in batches] == [1, 2, 1] and batches[0] == [security], batches
