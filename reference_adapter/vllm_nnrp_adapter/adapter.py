@@ -104,7 +104,10 @@ class VllmNnrpAdapter:
         allowed_operator_fields: Iterable[str] = (),
         echo_text_in_diagnostics: bool = False,
         backend_stall_timeout_s: float | None = DEFAULT_BACKEND_STALL_TIMEOUT_S,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
+        """``security``: the capability document's ``security`` claim
+        (:func:`.security.claim`), None for none."""
         self.backend = backend
         self.manifest = dict(manifest)
         self.recorder = recorder
@@ -120,6 +123,8 @@ class VllmNnrpAdapter:
         self._capabilities = profile.capability_document(
             self.manifest, backend.served_model_names, withheld=self.withheld
         )
+        if security:  # what this deployment requires (docs/pytest-plugin.md#security)
+            self._capabilities["security"] = dict(security)
         self.operations = tuple(op["name"] for op in self._capabilities["operations"])
 
     @property

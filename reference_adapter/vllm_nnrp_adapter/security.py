@@ -26,12 +26,17 @@ from typing import Any
 
 from .settings import flag_value
 
+#: nnrp_server/auth.py's operation (the suite's contract names it; nnrp_conformance.contract
+#: loads neither vLLM nor nnrp-py)
+OP_SESSION_AUTHENTICATE = "nnrp.session.authenticate"
+
 __all__ = [
     "ALLOW_INSECURE_FLAG",
     "InsecureListen",
     "Security",
     "TlsError",
     "TlsFiles",
+    "claim",
     "from_vllm_args",
     "from_vllm_argv",
     "insecure_listen_problem",
@@ -155,6 +160,19 @@ def _secure(listen: str) -> bool:
     from nnrp_conformance.wire.pump import parse_address
 
     return parse_address(listen).secure
+
+
+def claim(listens: Sequence[str | None], security: Security) -> dict[str, Any] | None:
+    """The capability document's ``security`` (the suite's field, not the profile's:
+    docs/pytest-plugin.md#security): how a session presents the key when one is required
+    (``nnrp.session.authenticate``, ``nnrp_server/auth.py``) and ``tls`` when a listener
+    serves TLS; None when neither. Whether, never what: no key, no file name."""
+    out: dict[str, Any] = {}
+    if security.api_keys:
+        out["api_key"] = OP_SESSION_AUTHENTICATE
+    if any(a and _secure(a) for a in listens):
+        out["tls"] = True
+    return out or None
 
 
 def tls_listen_problem(listens: Sequence[str | None], security: Security) -> str | None:

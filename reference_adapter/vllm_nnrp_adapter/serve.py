@@ -41,6 +41,7 @@ from .profile import load_manifest_document
 from .security import (
     InsecureListen,
     TlsError,
+    claim,
     exposed,
     from_vllm_args,
     insecure_listen_problem,
@@ -93,6 +94,7 @@ async def nnrp_serving(
         recorder=recorder,
         allowed_operator_fields=config.allowed_request_fields,
         echo_text_in_diagnostics=config.echo_text_in_diagnostics,
+        security=claim(listens, security),
         **(
             {}
             if config.backend_stall_timeout_s is None

@@ -29,6 +29,7 @@ from nnrp_conformance.events import (
 from nnrp_conformance.options import SetupError
 from nnrp_conformance.reproduce import reproduce_command
 from nnrp_conformance.rules import LEVEL_NON_STRICT
+from nnrp_conformance.security import is_security_case
 from nnrp_conformance.session import ConformanceCore
 from nnrp_conformance.trace import trace_file_name, write_trace
 
@@ -110,11 +111,11 @@ def fill_not_run(plan: Any, bus: EventBus, deselected: Collection[str] = ()) -> 
 def _batches(cases: Sequence[Any], n: int) -> list[list[Any]]:
     """The plan's cases in the order they run: with ``--concurrency N``, the selected ordinary
     cases N at a time; a case that is not run, or a concurrency recipe (already a group of
-    its own), alone."""
+    its own) or a security case (on sessions of its own, ``security.py``), alone."""
     out: list[list[Any]] = []
     batch: list[Any] = []
     for case in cases:
-        if n > 1 and case.selected and not case.companions:
+        if n > 1 and case.selected and not case.companions and not is_security_case(case):
             batch.append(case)
             if len(batch) == n:
                 out.append(batch)

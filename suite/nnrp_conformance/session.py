@@ -46,6 +46,7 @@ from nnrp_conformance.options import (
 from nnrp_conformance.planner import PlanError, build_plan
 from nnrp_conformance.recipes import RecipeError, load_recipes
 from nnrp_conformance.run_cases import CaseSessions
+from nnrp_conformance.security import is_security_case, run_security_case, security_cases
 from nnrp_conformance.twin import open_twin
 from nnrp_conformance.validation import SchemaViolationError
 
@@ -178,6 +179,13 @@ class ConformanceCore(CaseSessions):
         """Run an async callable in the portal and return its result."""
         return self.portal.call(functools.partial(fn, *args, **kwargs))
 
+    def run_case(self, case: Any, **kwargs: Any) -> Any:
+        """A security case on sessions of its own (``security.py``); any other case on the
+        run's (``run_cases.CaseSessions.run_case``, which takes ``kwargs``)."""
+        if is_security_case(case):
+            return run_security_case(self, case)
+        return super().run_case(case, **kwargs)
+
     # --- plan --------------------------------------------------------------------------
     def load_manifest(self) -> Any:
         if self.options.manifest is None:
@@ -249,6 +257,8 @@ class ConformanceCore(CaseSessions):
             )
         except PlanError as exc:
             raise SetupError(f"cannot build the execution plan: {_problems_text(exc)}") from None
+        # the endpoint's security claim, tested from sessions of the suite's own (security.py)
+        self.plan.cases.extend(security_cases(self))
         self.generated = None
         if generate:
             self.add_generated()

@@ -103,6 +103,15 @@ def test_level1_passes_over_quic_tls_and_wss(secure_explicit, vllm_env, certs: C
         failed = [r for r in results["results"] if r["outcome"] == "failed"]
         assert rc == 0 and not failed, json.dumps(failed, indent=2)[:4000]
         assert outcomes.count("passed") >= 20, outcomes
+        # the capability document claims the key and TLS: the security cases ran and passed
+        # (docs/pytest-plugin.md#security; quic+tls has no plaintext client to try)
+        security = {r["id"]: r["outcome"] for r in results["results"]
+                    if r["id"].startswith("security.")}
+        plain = "passed" if address.startswith("wss://") else "skipped"
+        assert security == {"security.api-key.absent": "passed",
+                            "security.api-key.wrong": "passed",
+                            "security.api-key.accepted": "passed",
+                            "security.tls.plaintext": plain}, security
         assert KEY not in (out / "case-results.json").read_text()
         assert KEY not in (out / "report.html").read_text()
         figures[address.split("://")[0]] = {"passed": outcomes.count("passed"),

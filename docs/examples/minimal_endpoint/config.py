@@ -34,6 +34,10 @@ class Config:
     levels: int = 1
     #: the every-freedom variant's freedoms taken (freedoms.py); empty otherwise
     freedoms: frozenset[str] = frozenset()
+    #: ``--api-key``: a session authenticates first (api_key.py); never logged
+    api_key: str | None = None
+    #: ``--api-key-unenforced`` makes this False: the key claimed, every session served
+    enforce_api_key: bool = True
 
     def planners(self) -> dict[str, Planner]:
         """The planners of the operations above Level 1 that this endpoint serves."""

@@ -111,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(repeatable; freedoms.py lists them: " + ", ".join(FREEDOMS) + ")")
     parser.add_argument("--freedom", action="append", default=[], metavar="FREEDOM",
                         help="take only this freedom of freedoms.py (repeatable)")
+    parser.add_argument("--api-key", default=None, metavar="KEY",
+                        help="require this key: a session authenticates first with "
+                             "nnrp.session.authenticate (api_key.py); the capability document "
+                             "claims it")
+    parser.add_argument("--api-key-unenforced", action="store_true",
+                        help="with --api-key: claim the key and serve every session anyway")
     parser.add_argument("--list-defects", action="store_true", help="list defects and exit")
     args = parser.parse_args(argv)
     if args.list_defects:
@@ -133,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.delta_delay_ms < 0:
         parser.error("--delta-delay-ms must be >= 0")
     config = Config(model=args.model, defect=defect, delta_delay_s=args.delta_delay_ms / 1000,
-                    variant=variant, levels=args.levels, freedoms=freedoms)
+                    variant=variant, levels=args.levels, freedoms=freedoms,
+                    api_key=args.api_key or None,
+                    enforce_api_key=not args.api_key_unenforced)
     try:
         anyio.run(serve, args.listen, config)
     except KeyboardInterrupt:

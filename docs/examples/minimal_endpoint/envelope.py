@@ -38,6 +38,7 @@ ERROR_TYPES = {
     "context_length_exceeded": "invalid_request_error",
     "timeout": "timeout_error",
     "internal_error": "server_error",
+    "invalid_api_key": "invalid_request_error",
 }
 #: RESULT_PUSH status per error.type
 STATUS_OK = 200

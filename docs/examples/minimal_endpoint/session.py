@@ -18,6 +18,7 @@ from typing import Any
 import admission
 import answer_shapes
 import anyio
+import api_key
 import chat_profile
 import diagnostics_event
 import freedom_acts
@@ -53,13 +54,18 @@ class Session(Sender):
         self.by_frame: dict[int, int] = {}
         #: invalid-deafens-session: the next operation goes unanswered
         self.deaf = False
+        #: the session gave the key (--api-key; api_key.py)
+        self.authenticated = False
 
     # --- operations ----------------------------------------------------------------------
 
     def start(self, op: Any) -> None:
         config = self.config
         request = decode_request(op, config.defect)
-        if isinstance(request, Plan):
+        keyed = api_key.gate(self, config, request)
+        if keyed is not None:
+            plan = keyed
+        elif isinstance(request, Plan):
             plan = request
             plan.extra["invalid_submit"] = True
         elif freedom_acts.takes(config, "discovery-refused") \
@@ -73,6 +79,7 @@ class Session(Sender):
                 request, op_id=op.operation_id, model=config.model, defect=config.defect,
                 levels=config.levels, planners=config.planners(),
             )
+        plan = api_key.claimed(plan, config, request)
         plan = admission.admit(self, plan, request)  # session limits (variants)
         plan = answer_shapes.reshape(config.variant, plan)
         plan = diagnostics_event.add(config.variant, plan)

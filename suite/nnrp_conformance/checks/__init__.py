@@ -6,7 +6,8 @@ stable rule id, one module per family) and :func:`judge`, which runs them and bu
 (expectations, ordering, usage), ``errors``, ``bodies`` (non-streaming), ``cancel``,
 ``capability``, ``relations`` (fields that must agree), ``tool_call_body`` (tool calls
 across calls and against the final body), ``responses`` (Level 2),
-``discovery`` (Level 3); ``context`` is what each check is
+``discovery`` (Level 3), ``security`` (the security cases' sessions, judged apart from an
+operation's checks: ``security.py`` runs them); ``context`` is what each check is
 handed, ``model`` the verdict's data, ``judge`` which checks run and how they combine. Nothing
 here trusts the endpoint's self-report: the input is the decoded traffic the suite received
 (:class:`Observation`), the planned case and, for agreement checks, the manifest.

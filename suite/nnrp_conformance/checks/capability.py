@@ -49,13 +49,14 @@ def check_capability_document(ctx: Context) -> None:
 #: the schema keywords of the capability document that are this suite's, not the profile's:
 #: §13 shows the document by example, so its closed objects (an OpenAI model entry's
 #: ``object`` and ``created``) and lengths are capability.document-recommended; so is the
-#: shape of this suite's own ``models[].operations``
+#: shape of this suite's own ``models[].operations`` and ``security``
 _DOCUMENT_RECOMMENDED = frozenset(("additionalProperties", "maxLength", "minLength"))
 
 
 def _document_rule(v: validation.Violation) -> str:
     parts = v.pointer.split("/")
-    ours = len(parts) > 3 and parts[1] == "models" and parts[3] == "operations"
+    ours = (len(parts) > 3 and parts[1] == "models" and parts[3] == "operations") \
+        or (len(parts) > 1 and parts[1] == "security")  # our security claim (security.py)
     return "capability.document-recommended" if ours or v.rule in _DOCUMENT_RECOMMENDED \
         else "capability.document"
 
