@@ -14,8 +14,9 @@ and ask for each case's limit:
 * **a request answered in one result** (a generation request that is not streamed) is silent
   until its whole answer is made: its wait is the pace per token of the one-result answers the
   endpoint already gave in this run (their time to the terminal over the tokens their usage
-  counts), times the tokens this request may ask for (its ``max_tokens``,
-  ``max_completion_tokens`` or ``max_output_tokens``), times ``PACE_FACTOR``; the full limit
+  counts), times the tokens this request may ask for (chat's limit as ``usage.max-tokens``
+  reads it, ``n`` choices of ``max_completion_tokens`` else ``max_tokens``; a Response's
+  ``max_output_tokens``), times ``PACE_FACTOR``; the full limit
   while the endpoint has given no such answer, or when the request sets no token limit. (The
   streamed pace said nothing of it: the upstream adapter's 1.8 s non-streamed answer was cut at
   1.3 s, four times its 0.3 s streamed pace, and failed a mandatory recipe.)
@@ -30,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nnrp_conformance import contract
+from nnrp_conformance.checks.relations import token_limit
 
 __all__ = ["PACE_FACTOR", "SHORT_IDLE_FLOOR_S", "Pace", "answered_in_one_result"]
 
@@ -43,7 +45,6 @@ PACE_FACTOR = 4.0
 #: (docs/generation.md; 3 s took 195 s for 200 generated cases)
 SHORT_IDLE_FLOOR_S = 1.0
 _GENERATING = (contract.OP_CHAT_COMPLETIONS_CREATE, contract.OP_RESPONSES_CREATE)
-_TOKEN_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 _OUTPUT_TOKENS = ("completion_tokens", "output_tokens")
 
 
@@ -59,10 +60,15 @@ def answered_in_one_result(case: Any) -> bool:
 
 
 def _token_limit(case: Any) -> int | None:
+    """The tokens the request may ask for: chat's limit as ``usage.max-tokens`` reads it
+    (``checks/relations.py``: ``max_completion_tokens`` before ``max_tokens``, times ``n``),
+    a Response's ``max_output_tokens``."""
     body = _body(case)
-    limits = [v for k in _TOKEN_LIMITS if isinstance(v := body.get(k), int)
-              and not isinstance(v, bool) and v > 0]
-    return min(limits) if limits else None
+    if getattr(case, "operation", None) == contract.OP_CHAT_COMPLETIONS_CREATE:
+        return token_limit(body)
+    limit = body.get("max_output_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
+        else None
 
 
 def _output_tokens(result: Any) -> int | None:

@@ -44,7 +44,7 @@ from nnrp_conformance.checks.context import (
 )
 from nnrp_conformance.checks.responses import response_body
 
-__all__ = ["RELATION_CHECKS"]
+__all__ = ["RELATION_CHECKS", "token_limit"]
 
 
 def _int(value: Any) -> TypeGuard[int]:
@@ -216,7 +216,7 @@ def check_finish_reason_tool_calls(ctx: Context) -> None:
             return
 
 
-def _token_limit(request: dict[str, Any]) -> int | None:
+def token_limit(request: dict[str, Any]) -> int | None:
     """The request's completion-token limit for all its choices, or None when it sets none.
     ``max_completion_tokens`` supersedes the deprecated ``max_tokens`` (OpenAI, and vLLM's
     ``max_completion_tokens or max_tokens``); the limit is per choice."""
@@ -232,7 +232,7 @@ def _token_limit(request: dict[str, Any]) -> int | None:
 def check_usage_max_tokens(ctx: Context) -> None:
     # Only the bound: a choice may end with "length" under the limit (vLLM clamps the limit to
     # the model's remaining context), and with "stop" at it (an end-of-text as last token).
-    limit = _token_limit(ctx.body)
+    limit = token_limit(ctx.body)
     if limit is None:
         return
     body = chat_completion_body(ctx)
