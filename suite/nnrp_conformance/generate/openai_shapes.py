@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from nnrp_conformance import contract
+from nnrp_conformance.generate.deck import Deck
 from nnrp_conformance.generate.fields import STREAM_OPTIONS
 
 __all__ = ["FIELDS_PER_REQUEST", "KINDS", "SOURCE", "Decks", "Use", "content_part",
@@ -222,28 +223,22 @@ class Decks:
 
     def __init__(self, seed: int) -> None:
         self._rng = random.Random(f"openai-{seed}")
-        self._kinds: list[Any] = []
-        self._names: dict[tuple[str, str], list[str]] = {}
-
-    def _deal(self, pile: list[Any], items: tuple[Any, ...]) -> Any:
-        if not pile:
-            pile.extend(items)
-            self._rng.shuffle(pile)
-        return pile.pop()
+        self._kinds = Deck(KINDS, self._rng)
+        self._names: dict[tuple[str, str], Deck] = {}
 
     def use(self, operation: str) -> Use | None:
-        kind = self._deal(self._kinds, KINDS)
+        kind = self._kinds.deal()
         parts = content_part_types(operation)
         if kind == "part" and not parts:
             kind = "fields"
         if kind is None or (kind == "fields" and not extra_fields(operation)):
             return None
         items = parts if kind == "part" else extra_fields(operation)
-        pile = self._names.setdefault((operation, kind), [])
+        deck = self._names.setdefault((operation, kind), Deck(items, self._rng))
         count = 1 if kind == "part" else min(FIELDS_PER_REQUEST, len(items))
         names: list[str] = []
         while len(names) < count:
-            name = self._deal(pile, items)
+            name = deck.deal()
             if name not in names:
                 names.append(name)
         return Use(kind, tuple(names), self._rng.getrandbits(32))

@@ -26,6 +26,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nnrp_conformance import contract
+from nnrp_conformance.generate.deck import Deck
 from nnrp_conformance.generate.envelopes import ENVELOPES
 from nnrp_conformance.generate.fields import STREAM_OPTIONS, USER, chat_extras, stop
 from nnrp_conformance.generate.mutations import MUTATIONS
@@ -287,19 +288,6 @@ class Slot:
     openai: Use | None = None
 
 
-class _Deck:
-    """Deals ``items`` in shuffled rounds: each one once per round, in an order ``rng`` sets."""
-
-    def __init__(self, items: Sequence[Any], rng: random.Random) -> None:
-        self._items, self._rng, self._left = list(items), rng, list[Any]()
-
-    def deal(self) -> Any:
-        if not self._left:
-            self._left = list(self._items)
-            self._rng.shuffle(self._left)
-        return self._left.pop()
-
-
 def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
     """``count`` slots from ``seed``: the operations, the families and each operation's
     mutations in shuffled rounds, so a bounded run sends each of them about as often as the
@@ -307,11 +295,11 @@ def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
     drafts of seed 7 held 19% invalid requests and 2 of the 15th mutation.)"""
     rng = random.Random(seed)
     usable = [c for c in claims if c.operation in BODIES]
-    operations, families = _Deck(usable, rng), _Deck(FAMILIES, rng)
-    mutations = {c.operation: _Deck([n for n, m in MUTATIONS.items()
+    operations, families = Deck(usable, rng), Deck(FAMILIES, rng)
+    mutations = {c.operation: Deck([n for n, m in MUTATIONS.items()
                                      if c.operation in m.operations], rng) for c in usable}
     # a deck of its own, from its own generator: the shapes moved no other choice of a seed
-    envelopes = _Deck(list(ENVELOPES), random.Random(f"envelope-{seed}"))
+    envelopes = Deck(list(ENVELOPES), random.Random(f"envelope-{seed}"))
     uses = Decks(seed)
     out = []
     for _ in range(count):
