@@ -75,6 +75,9 @@ class RunOptions:
     unresponsive_after: int = UNRESPONSIVE_AFTER
     #: run the selected cases this many at a time on the session (``concurrency.py``)
     concurrency: int = 1
+    #: stop the run once this many cases have failed (the CLI's ``--max-failures``; pytest's
+    #: own ``--maxfail`` on the plugin face); the cases not run get a skipped record each
+    max_failures: int | None = None
     #: non-strict findings (recommendations not followed) fail the run
     strict: bool = False
     #: the capability document as a file, used when the endpoint has no discovery operation

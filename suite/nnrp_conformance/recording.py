@@ -33,9 +33,10 @@ from nnrp_conformance.security import is_security_case
 from nnrp_conformance.session import ConformanceCore
 from nnrp_conformance.trace import trace_file_name, write_trace
 
-__all__ = ["NOT_RUN_REASON", "case_record", "fill_not_run", "finish_run", "run_plan"]
+__all__ = ["NOT_RUN_REASON", "STOPPED_REASON", "case_record", "fill_not_run", "finish_run", "run_plan"]
 
 NOT_RUN_REASON = "not run in this session (deselected or interrupted)"
+STOPPED_REASON = "not run: the run stopped after {n} failed case(s) (--max-failures {n})"
 DESELECTED_REASON = "deselected (-k / -m)"
 
 
@@ -91,15 +92,19 @@ def finish_run(core: ConformanceCore, records: Sequence[CaseRecord], duration_s:
     return RunFinished(records, duration_s, interrupted, problems)
 
 
-def fill_not_run(plan: Any, bus: EventBus, deselected: Collection[str] = ()) -> None:
+def fill_not_run(plan: Any, bus: EventBus, deselected: Collection[str] = (),
+                 stopped_after: int | None = None) -> None:
     """Give every plan case without a record a skipped one, so the case results always
     hold one result per case and a partial run never passes for a complete one. A case
     pytest deselected (``-k``/``-m``) is marked so (``diagnostics.not_run: "deselected"``):
-    the summary counts it as pytest does, deselected, not skipped."""
+    the summary counts it as pytest does, deselected, not skipped. ``stopped_after``: the
+    run stopped at its ``--max-failures`` count, which the reason names."""
+    not_run = NOT_RUN_REASON if stopped_after is None else \
+        STOPPED_REASON.format(n=stopped_after)
     for case in plan.cases:
         if case.id not in bus.records:
             rec = CaseRecord.from_result(case_results.skipped_result(case))
-            why = DESELECTED_REASON if case.id in deselected else NOT_RUN_REASON
+            why = DESELECTED_REASON if case.id in deselected else not_run
             upstream = {**rec.upstream, "message": why}
             upstream["diagnostics"] = {**upstream.get("diagnostics", {}), "reason": why,
                                        "not_run": "deselected" if case.id in deselected
@@ -130,17 +135,24 @@ def run_plan(core: ConformanceCore, bus: EventBus) -> RunFinished:
     begin = time.monotonic()
     bus.emit(core.run_started())
     interrupted = False
+    limit = core.options.max_failures
+    failed = 0
     try:
         for batch in _batches(core.plan.cases, core.options.concurrency):
+            if limit is not None and failed >= limit:
+                break
             for case in batch:
                 bus.emit(CaseStarted(case.id))
             results = core.run_batch(batch) if len(batch) > 1 \
                 else [core.run_case(case) for case in batch]
             for case, result in zip(batch, results, strict=True):
-                bus.emit(CaseFinished(case_record(core, case, result)))
+                record = case_record(core, case, result)
+                failed += record.failed
+                bus.emit(CaseFinished(record))
     except KeyboardInterrupt:
         interrupted = True
-    fill_not_run(core.plan, bus)
+    stopped = limit if limit is not None and failed >= limit else None
+    fill_not_run(core.plan, bus, stopped_after=stopped)
     finished = finish_run(core, bus.ordered_records(), time.monotonic() - begin, interrupted)
     bus.emit(finished)
     return finished

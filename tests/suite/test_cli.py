@@ -56,6 +56,39 @@ def test_run_exits_1_when_a_selected_recipe_fails(
     assert any(r["outcome"] == "failed" for r in doc["results"])
 
 
+def test_max_failures_stops_the_run_and_records_what_it_did_not_run(
+        tmp_path: Path, start_endpoint: Any) -> None:
+    """``--max-failures 2``: the run stops after its second failed case, fails, and every case
+    after it has a skipped record naming the stop (a partial run never passes for a whole
+    one); without the option the same endpoint fails more cases than that."""
+    with start_endpoint(tmp_path, "schema-invalid-event") as ep:
+        whole = cli(tmp_path, "run", "--target", ep.address, "--manifest", str(ep.manifest),
+                    "--timeout", "3", "--results", "whole.json")
+        stopped = cli(tmp_path, "run", "--target", ep.address, "--manifest", str(ep.manifest),
+                      "--timeout", "3", "--results", "stopped.json", "--max-failures", "2")
+    assert whole.returncode == stopped.returncode == 1, stopped.stdout + stopped.stderr
+    all_cases = json.loads((tmp_path / "whole.json").read_text())["results"]
+    doc = json.loads((tmp_path / "stopped.json").read_text())
+    assert validation.validate("case-results", doc) == []
+    assert sum(r["outcome"] == "failed" for r in all_cases) > 2
+    outcomes = [r["outcome"] for r in doc["results"]]
+    assert outcomes.count("failed") == 2
+    last = max(i for i, o in enumerate(outcomes) if o == "failed")
+    after = doc["results"][last + 1:]
+    assert after and all(r["outcome"] == "skipped" and "--max-failures 2" in r["message"]
+                         for r in after), after[:2]
+    # the cases before the stop are the whole run's, judged the same way
+    assert outcomes[:last + 1] == [r["outcome"] for r in all_cases][:last + 1]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_max_failures_takes_a_positive_count(tmp_path: Path, value: str) -> None:
+    proc = cli(tmp_path, "run", "--target", "127.0.0.1:1", "--manifest", "m.json",
+               "--max-failures", value)
+    assert proc.returncode == 2 and "--max-failures" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_run_without_target_is_an_argparse_error(tmp_path: Path) -> None:
     proc = cli(tmp_path, "run", "--manifest", "m.json")
     assert proc.returncode == 2

@@ -44,6 +44,13 @@ def _natural(text: str) -> int:
     return value
 
 
+def _positive_count(text: str) -> int:
+    value = _natural(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
+    return value
+
+
 #: the most operations ``--concurrency`` keeps in flight at once (a bound, not a tuning)
 MAX_CONCURRENCY = 64
 
@@ -129,6 +136,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="run the selected recipes N at a time on the same session, each "
                              "judged as usual plus the rules of operations in flight together "
                              "(default 1: one after another)")
+    parser.add_argument("--max-failures", dest="max_failures", type=_positive_count, metavar="N",
+                        help="stop the run after N failed cases; the cases not run are "
+                             "recorded as skipped and the run fails (default: run every case)")
     parser.add_argument("--strict", "--nnrp-strict", dest="strict", action="store_true",
                         help="fail on non-strict findings too (recommendations not followed)")
     parser.add_argument("--report", "--nnrp-report", dest="report", type=Path, metavar="PATH",
@@ -188,6 +198,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
         idle_timeout=getattr(args, "idle_timeout", DEFAULT_IDLE_TIMEOUT),
         concurrency=getattr(args, "concurrency", 1),
+        max_failures=getattr(args, "max_failures", None),
         connect_timeout=args.connect_timeout,
         api_key=getattr(args, "api_key", None),
         tls_ca=_absolute(getattr(args, "tls_ca", None), base),
