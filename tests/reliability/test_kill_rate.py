@@ -380,8 +380,12 @@ def _run_generated(defect: str | None, tmp: Path) -> GeneratedRun:
     # their case ids with the other runs' (one seed), and the replay below reads one of them
     results = tmp / f"generated-{defect or 'correct'}" / "case-results.json"
     results.parent.mkdir()
+    # short limits keep the silent defects' runs short; the correct endpoint is never silent,
+    # so its run (the no-false-failure half) gets wide ones at no cost: on a loaded machine a
+    # correct answer once took over 0.5 s to start (timeout.silence at load 11)
+    idle, total = ("0.5", CASE_TIMEOUT_S) if defect else ("5", "20")
     cmd = [*CLI, "run", "--target", address, "--manifest", str(MANIFEST), "--results",
-           str(results), "--timeout", CASE_TIMEOUT_S, "--idle-timeout", "0.5", "--model",
+           str(results), "--timeout", total, "--idle-timeout", idle, "--model",
            "minimal-model", "--strict", "--recipes", str(RECIPES / "level1"),
            "--generate", GENERATE, "--seed", SEED]
     try:

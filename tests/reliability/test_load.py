@@ -13,6 +13,7 @@ operation started must still end correctly."""
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 SESSIONS = 64
 OPS = int(os.environ.get("NNRP_LOAD_OPS", "16"))
 BUDGET_S = float(os.environ.get("NNRP_LOAD_SECONDS", "120"))
+#: 64 session opens at once, answered by a server in this very process, which two xdist
+#: workers and a loaded machine share: one open took over the client's default 10 s once in
+#: a full run (it passed alone in 32 s). The property here is no lost event, not how fast a
+#: burst of opens is answered: the slowest open is printed, never asserted.
+CONNECT_TIMEOUT_S = 60.0
 SCRIPTS = ("short", "default", "tools")
 
 
@@ -64,11 +70,15 @@ async def test_64_sessions_at_once_lose_no_event() -> None:
     expected = {s: _expected(s) for s in SCRIPTS}
     problems: list[str] = []
     counts = {"ops": 0, "started": 0, "events": 0}
+    opens: list[float] = []
     t0 = time.perf_counter()
     stop_starting_at = t0 + BUDGET_S
     async with serve_adapter(max_in_flight_per_connection=64) as a:
         async def session(n: int) -> None:
-            async with await NnrpClient.connect(a.address) as client:
+            t_open = time.perf_counter()
+            async with await NnrpClient.connect(a.address,
+                                                connect_timeout=CONNECT_TIMEOUT_S) as client:
+                opens.append(time.perf_counter() - t_open)
                 for i in range(OPS):
                     if time.perf_counter() > stop_starting_at:
                         return
@@ -99,7 +109,9 @@ async def test_64_sessions_at_once_lose_no_event() -> None:
     wall = time.perf_counter() - t0
     cut = counts["ops"] < SESSIONS * OPS
     print(f"\nload: {SESSIONS} sessions x {OPS} ops: {counts['ops']} operations, {counts['events']} "
-          f"events in {wall:.1f} s ({counts['ops'] / wall:.0f} ops/s, {counts['events'] / wall:.0f} events/s); "
+          f"events in {wall:.1f} s ({counts['ops'] / wall:.0f} ops/s, "
+          f"{counts['events'] / wall:.0f} events/s); session opens: slowest "
+          f"{max(opens, default=0):.2f} s, median {statistics.median(opens or [0]):.2f} s; "
           f"{'stopped by the ' + str(BUDGET_S) + ' s budget; ' if cut else ''}"
           f"lost/duplicated/misordered: {len(problems)}; leaks {leaks}; unfinished {unfinished}")
     assert problems == [], problems[:20]
