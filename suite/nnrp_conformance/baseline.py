@@ -19,10 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from nnrp_conformance import validation
-from nnrp_conformance.documents import DocumentSyntaxError, is_yaml, parse_document
+from nnrp_conformance.documents import DocumentSyntaxError, dump_yaml, is_yaml, parse_document
 from nnrp_conformance.events import CaseRecord
 from nnrp_conformance.rules import LEVEL_FAILED, VERDICT_WAIVED
 
@@ -146,7 +144,7 @@ def write_baseline(path: Path, waivers: Sequence[Waiver]) -> None:
     validation.check("baseline", document)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix in (".yaml", ".yml"):
-        path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True),
+        path.write_text(dump_yaml(document, sort_keys=False, allow_unicode=True),
                         encoding="utf-8")
     else:
         path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

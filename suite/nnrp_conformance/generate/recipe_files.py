@@ -14,9 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nnrp_conformance import contract, validation
+from nnrp_conformance.documents import dump_yaml, load_yaml
 from nnrp_conformance.generate.envelopes import AS_RECIPES, ENVELOPES, request_members
 from nnrp_conformance.generate.mutations import MUTATIONS, mutate
 from nnrp_conformance.generate.strategies import FAMILY_INVALID, FAMILY_VALID, Draft
@@ -172,9 +171,9 @@ def save_recipe(data: dict[str, Any], directory: Path) -> Path:
     """Write ``data`` as ``<id>.yaml`` in ``directory`` (as JSON, ``<id>.json``, when YAML
     would not read back the same document: a control character YAML cannot keep)."""
     directory.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    text = dump_yaml(data, sort_keys=False, allow_unicode=True, width=100)
     path = directory / f"{data['id']}.yaml"
-    if yaml.safe_load(text) != data:
+    if load_yaml(text) != data:
         text, path = json.dumps(data, ensure_ascii=False, indent=2) + "\n", \
             directory / f"{data['id']}.json"
     path.write_text(text, encoding="utf-8")
