@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from long_context import long_context_adapter
+from probe import PLUGIN_KEY
 
+from nnrp_conformance.options import API_KEY_ENV
 from vllm_nnrp_adapter import NEWEST_TESTED
 from vllm_nnrp_adapter.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.embedded import (
@@ -85,6 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "current_line_only: runs on the newest tested vLLM only (docs/testing.md#real-vllm): "
         "what it proves is the adapter's own, over a surface the other lines share",
     )
+    config.addinivalue_line(
+        "markers",
+        "stops_shared_adapter: stops a session's shared adapter, so it runs after every other "
+        "real-vLLM test (the collection moves it to the end)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -105,6 +113,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    # a test that stops a shared adapter goes last, whatever module it sits in
+    items.sort(key=lambda item: item.get_closest_marker("stops_shared_adapter") is not None)
 
 
 def _refuse_other_checkouts(python: str) -> None:
@@ -141,7 +151,7 @@ def vllm_env(request, tmp_path_factory):
     return {"version": version, "python": python, "model": model}
 
 
-# Adapters shared by the modules that need nothing of their own: a start-up costs 15-45 s of a
+# Adapters shared by the modules that need nothing else of their own: a start-up costs 15-45 s of a
 # core. They live while their vLLM line's tests run (pytest runs one line after the other).
 
 
@@ -161,10 +171,30 @@ def explicit_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  #
 
 
 @pytest.fixture(scope="session")
+def long_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
+    """The long-context adapter (``long_context.py``) of the cause tests: test_aborts_real and
+    test_levels_real. test_aborts_real's server-shutdown test stops it, after every other
+    test (``stops_shared_adapter``)."""
+    with long_context_adapter(vllm_env, tmp_path_factory, "long-context") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="session")
 def plugin_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
     """``vllm serve`` with the NNRP plugin: the second start-up path. A test that stops it
-    (test_vllm_plugin_real's last) is the last of its line to use it."""
+    (test_vllm_plugin_real's last) is the last of its line to use it.
+
+    Secured as an operator secures vLLM, with ``VLLM_API_KEY``: its NNRP sessions must
+    authenticate and its HTTP API wants the bearer key. While it lives, every client here
+    sends the key as a provider's CI does: the suite reads ``NNRP_API_KEY``, the twin
+    ``OPENAI_API_KEY``, ``probe.connect`` the former (an endpoint without a key answers the
+    authentication too, saying none was needed, so the other adapters serve them alike).
+    test_security_real judges the key on this adapter (one engine start fewer)."""
     log_path = tmp_path_factory.mktemp(f"plugin-{vllm_env['version']}") / "vllm-serve.log"
     with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
-                        startup_path="vllm-plugin") as proc:
+                        startup_path="vllm-plugin",
+                        extra_env={"VLLM_API_KEY": PLUGIN_KEY}) as proc, \
+            pytest.MonkeyPatch.context() as env:
+        env.setenv(API_KEY_ENV, PLUGIN_KEY)
+        env.setenv("OPENAI_API_KEY", PLUGIN_KEY)
         yield proc

@@ -7,8 +7,11 @@ cores also run the engine flat out.
 
 from __future__ import annotations
 
+import os
+
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
+from nnrp_conformance.options import API_KEY_ENV
 
 __all__ = ["LOCAL_BOUND_S", "SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS", "connect", "engine_count"]
 
@@ -20,10 +23,17 @@ LOCAL_BOUND_S = 30.0
 SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS = frozenset({"0.32.0"})
 
 
+#: the key of the shared plugin-path adapter (``VLLM_API_KEY``, as an operator gives it):
+#: conftest's ``plugin_adapter``
+PLUGIN_KEY = "real-vllm-key-5f2e"
+
+
 async def connect(address: str) -> NnrpClient:
-    """A test client with the local bounds above."""
+    """A test client with the local bounds above, authenticated with ``NNRP_API_KEY`` when
+    that is set (the shared plugin adapter's key while it lives: conftest)."""
     return await NnrpClient.connect(address, connect_timeout=LOCAL_BOUND_S,
-                                    command_timeout=LOCAL_BOUND_S)
+                                    command_timeout=LOCAL_BOUND_S,
+                                    api_key=os.environ.get(API_KEY_ENV))
 
 
 async def engine_count(client: NnrpClient) -> int:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from long_context import MAX_TOKENS, long_context_adapter
+from long_context import MAX_TOKENS
 from probe import connect, engine_count
 
 from nnrp_conformance import contract
@@ -51,9 +51,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
-    with long_context_adapter(vllm_env, tmp_path_factory, "aborts") as proc:
-        yield proc
+def adapter(vllm_env, long_adapter: AdapterProcess) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
+    yield long_adapter  # shared with test_levels_real (conftest)
     version = vllm_env["version"]
     lines = [f"abort latency on vLLM {version} (cause -> engine count 0), seconds:"]
     for cause, values in sorted(FIGURES.items()):
@@ -354,11 +353,13 @@ async def test_cancel_of_one_of_three_on_a_session_aborts_only_that_request(adap
         assert not [f for o in ops for f in o.wire_findings if f["rule"].startswith("wire.")]
 
 
-async def test_server_shutdown_aborts_every_engine_request(adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.stops_shared_adapter
+async def test_server_shutdown_aborts_every_engine_request(long_adapter, vllm_env) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM with three generations in flight: each operation gets its one terminal, vLLM
     holds no request before the engine stops (the adapter's ``SHUTDOWN`` line: requests held
     at the signal and left at the end, seconds from the signal until vLLM held none), and the
-    process exits 0. Last in the module: it stops the module's adapter."""
+    process exits 0. It stops the shared long-context adapter, so it runs last of all."""
+    adapter = long_adapter
     client = await connect(adapter.address)
     try:
         ops, received, rate = await three_running_streams(client, adapter.address)

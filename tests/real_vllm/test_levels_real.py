@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from long_context import MAX_TOKENS, long_context_adapter
+from long_context import MAX_TOKENS
 from probe import SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS, connect, engine_count
 
 from nnrp_conformance import contract
@@ -61,10 +60,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="module")
-def adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # type: ignore[no-untyped-def]
-    with long_context_adapter(vllm_env, tmp_path_factory, "levels") as proc:
-        yield proc
+@pytest.fixture
+def adapter(long_adapter: AdapterProcess) -> AdapterProcess:
+    return long_adapter  # shared with test_aborts_real (conftest)
 
 
 async def refused_on_the_lower_bound(adapter: AdapterProcess, vllm_env: dict, env: dict) -> bool:

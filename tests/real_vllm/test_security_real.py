@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from probe import LOCAL_BOUND_S
+from probe import LOCAL_BOUND_S, PLUGIN_KEY
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "wire"))
 from throwaway_tls import Certs, make_certs  # noqa: E402
 
-KEY = "real-vllm-key-5f2e"
+KEY = PLUGIN_KEY  # the explicit path's too: one key in the whole module
 
 
 @pytest.fixture(scope="module")
@@ -135,16 +135,10 @@ def test_a_plaintext_client_is_told_the_endpoint_speaks_tls(  # type: ignore[no-
     assert took < 60, took
 
 
-@pytest.fixture(scope="module")
-def keyed_plugin(vllm_env, tmp_path_factory: pytest.TempPathFactory  # type: ignore[no-untyped-def]
-                 ) -> Iterator[AdapterProcess]:
-    log_path = tmp_path_factory.mktemp("keyed-plugin") / "vllm-serve.log"
-    with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
-                        startup_path="vllm-plugin", extra_env={"VLLM_API_KEY": KEY}) as proc:
-        yield proc
-
-
-def test_the_plugin_paths_key_is_in_force_and_never_logged(keyed_plugin) -> None:  # type: ignore[no-untyped-def]
+def test_the_plugin_paths_key_is_in_force_and_never_logged(plugin_adapter) -> None:  # type: ignore[no-untyped-def]
+    """The shared plugin adapter is keyed (conftest): judged here, after the suite runs that
+    authenticated on it, whose log lines must not carry the key either."""
+    keyed_plugin = plugin_adapter
     info = keyed_plugin.info
     assert info["startup_path"] == "vllm-plugin"
     assert info["security"] == {"api_key": "required", "tls": None}
