@@ -154,6 +154,9 @@ GENERATED: dict[str, tuple[str, ...]] = {
     # issue 45 item 3: relations between a request and its repeats
     "temperature-zero-sampled": ("answer.repeatable",),
     "user-in-prompt": ("answer.user-neutral",),
+    # ... and across sessions: each session alone is right (a repeat on a session of its own)
+    "ids-per-session": ("answer.id-reused",),
+    "seed-per-session": ("answer.repeatable",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }

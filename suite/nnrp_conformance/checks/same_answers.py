@@ -7,6 +7,12 @@ testing; the groups are made by ``generate/repeats.py``), both recommendations:
   the request got, once its exact repeat showed that the endpoint answers it the same each
   time.
 
+Both are judged on one session and across sessions: a group's last repeat is sent on a
+session of its own (``another-session``), and the run says which session each answer came on.
+An exact repeat that differs only across sessions says so (the answer follows the session: a
+sampler seeded from it, say); ``user`` is judged only where the exact repeat, on the same
+footing (one session, or two), got the same answer.
+
 The answer compared is what a client reads of it: each choice's (output's) text, its tool
 calls' names and arguments, and its finish (a chat ``finish_reason``, a Response's
 ``status``); not ids, timestamps or usage. Authority: OpenAI documents ``seed`` as a
@@ -32,10 +38,13 @@ from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
 
-__all__ = ["REPEATABLE", "USER_NEUTRAL", "SameAnswers", "answer_of"]
+__all__ = ["CHANGE_ANOTHER_SESSION", "REPEATABLE", "USER_NEUTRAL", "SameAnswers", "answer_of"]
 
 REPEATABLE = "answer.repeatable"
 USER_NEUTRAL = "answer.user-neutral"
+#: a repeat of the same body sent on a session of its own (``generate/repeats.py``)
+CHANGE_ANOTHER_SESSION = "another-session"
+_EXACT = frozenset({"none", CHANGE_ANOTHER_SESSION})
 
 
 def _calls(message: dict[str, Any]) -> list[Any]:
@@ -101,38 +110,44 @@ def _repeats(case: Any) -> dict[str, Any] | None:
 
 
 class SameAnswers:
-    """Each case's first answer (with its request), and whether each group's exact repeat
-    got the same answer."""
+    """Each case's first answer (with its request and session), and whether each group's
+    exact repeat got the same answer, on one session and across two."""
 
     def __init__(self) -> None:
-        self._answers: dict[str, tuple[tuple[str, bool], dict[str, Any] | None]] = {}
-        self._repeatable: dict[str, bool] = {}
+        self._answers: dict[str, tuple[tuple[str, bool], dict[str, Any] | None, int]] = {}
+        #: (the group's first case, across sessions) -> its exact repeat got the same answer
+        self._repeatable: dict[tuple[str, bool], bool] = {}
 
-    def judge(self, case: Any, result: Any, *, strict: bool) -> Any:
+    def judge(self, case: Any, result: Any, *, strict: bool, session: int = 0) -> Any:
         """``result`` with ``answer.repeatable`` or ``answer.user-neutral`` when its answer
-        differs from the answer of the request it repeats (module doc)."""
+        differs from the answer of the request it repeats (module doc); ``session``: the
+        number of the session it ran on."""
         request, answer = _request(case), answer_of(result)
-        self._answers.setdefault(result.id, (request, answer))
+        self._answers.setdefault(result.id, (request, answer, session))
         repeats = _repeats(case)
         earlier = self._answers.get(str(repeats.get("case"))) if repeats else None
         if repeats is None or earlier is None or answer is None or earlier[1] is None \
                 or earlier[0][0] != request[0]:
             return result  # not a repeat, or one of the two answers is not there to compare
         change, first = repeats.get("change"), str(repeats["case"])
+        across = earlier[2] != session
         same = earlier[1] == answer
-        if change == "none":
-            self._repeatable.setdefault(first, same)
+        if change in _EXACT:
+            self._repeatable.setdefault((first, across), same)
             rule = REPEATABLE
-        elif self._repeatable.get(first):
+        elif self._repeatable.get((first, across)):
             rule = USER_NEUTRAL
         else:
             return result  # the request is not shown to be answered the same each time
         if same:
             return result
+        where = " on another session" if across else ""
+        if across and rule == REPEATABLE and self._repeatable.get((first, False)):
+            where += " (on one session it got the same answer: the answer follows the session)"
+        said = "" if change in _EXACT else f" ({change})"
         finding = Finding(
-            rule, f"the answer differs from the answer {first} got to the same request"
-            + ("" if change == "none" else f" ({change})")
-            + f": {_first_difference(earlier[1], answer)}",
+            rule, f"the answer differs from the answer {first} got to the same request{said}"
+            f"{where}: {_first_difference(earlier[1], answer)}",
             None, earlier[1], answer, rules.citation(rule),
             rules.finding_level(rule, strict=strict))
         verdict = verdict_of(result.id, result.terminal, [*result.verdict.findings, finding],
