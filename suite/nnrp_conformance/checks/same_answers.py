@@ -13,8 +13,9 @@ An exact repeat that differs only across sessions says so (the answer follows th
 sampler seeded from it, say); ``user`` is judged only where the exact repeat, on the same
 footing (one session, or two), got the same answer.
 
-The answer compared is what a client reads of it: each choice's (output's) text, its tool
-calls' names and arguments, and its finish (a chat ``finish_reason``, a Response's
+The answer compared is what a client reads of it (``answer_reading.py``, the reading the
+HTTP twin compares too): each choice's (a Response's) text, its tool calls' names and
+arguments (parsed as JSON), and its finish (a chat ``finish_reason``, a Response's
 ``status``); not ids, timestamps or usage. Authority: OpenAI documents ``seed`` as a
 best-effort determinism ("Determinism is not guaranteed") and ``user`` as an end-user
 identifier for abuse monitoring, which asks nothing of the answer; the profile keeps the
@@ -35,6 +36,7 @@ import json
 from typing import Any
 
 from nnrp_conformance import contract, rules
+from nnrp_conformance.answer_reading import nnrp_choices
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
 
@@ -47,50 +49,19 @@ CHANGE_ANOTHER_SESSION = "another-session"
 _EXACT = frozenset({"none", CHANGE_ANOTHER_SESSION})
 
 
-def _calls(message: dict[str, Any]) -> list[Any]:
-    return [[(c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments")]
-            for c in message.get("tool_calls") or () if isinstance(c, dict)]
-
-
-def _from_body(body: dict[str, Any]) -> dict[str, Any]:
-    """A chat completion's or a Response's answer: text, calls and finish per choice/output."""
-    out: dict[str, Any] = {}
-    for choice in body.get("choices") or ():
-        if isinstance(choice, dict):
-            message = choice.get("message")
-            message = message if isinstance(message, dict) else {}
-            out[f"choice {choice.get('index')}"] = [message.get("content"), _calls(message),
-                                                    choice.get("finish_reason")]
-    for i, item in enumerate(body.get("output") or ()):
-        if isinstance(item, dict) and item.get("type") == "message":
-            out[f"output {i}"] = "".join(p.get("text", "") for p in item.get("content") or ()
-                                         if isinstance(p, dict))
-        elif isinstance(item, dict) and item.get("type") == "function_call":
-            out[f"output {i}"] = [item.get("name"), item.get("arguments")]
-    if body.get("object") == "response":
-        out["status"] = body.get("status")
-    return out
-
-
-def answer_of(result: Any) -> dict[str, Any] | None:
-    """What a client reads of a successful answer (module doc), else None."""
+def answer_of(operation: str, result: Any) -> dict[str, Any] | None:
+    """What a client reads of a successful answer, choice by choice (module doc), else
+    None."""
     if result.terminal != contract.TERMINAL_SUCCESS:
         return None
-    texts: dict[str, str] = {}
-    calls: list[Any] = []
-    body: Any = None
-    for ev in result.events or ():
-        kind = ev.get("type") if isinstance(ev, dict) else None
-        if kind == contract.EV_OUTPUT_TEXT_DELTA and isinstance(ev.get("delta"), str):
-            key = f"text {ev.get('index')}"
-            texts[key] = texts.get(key, "") + ev["delta"]
-        elif kind == "response.tool_call.completed":
-            calls.append([ev.get("name"), ev.get("arguments")])
-        elif kind == contract.EV_COMPLETED:
-            body = ev.get("body")
-    if isinstance(body, dict):
-        return _from_body(body)
-    return {**texts, "calls": calls}
+    return {f"choice {i}": choice
+            for i, choice in nnrp_choices(operation, result.events or ()).items()}
+
+
+def _operation(case: Any) -> str:
+    envelope = case.envelope if isinstance(getattr(case, "envelope", None), dict) else {}
+    operation = envelope.get("operation")
+    return operation if isinstance(operation, str) else str(getattr(case, "operation", ""))
 
 
 def _request(case: Any) -> tuple[str, bool]:
@@ -122,7 +93,7 @@ class SameAnswers:
         """``result`` with ``answer.repeatable`` or ``answer.user-neutral`` when its answer
         differs from the answer of the request it repeats (module doc); ``session``: the
         number of the session it ran on."""
-        request, answer = _request(case), answer_of(result)
+        request, answer = _request(case), answer_of(_operation(case), result)
         self._answers.setdefault(result.id, (request, answer, session))
         repeats = _repeats(case)
         earlier = self._answers.get(str(repeats.get("case"))) if repeats else None
