@@ -149,9 +149,9 @@ def sampled(defect: str | None, body: dict[str, Any], words: list[str]) -> list[
     if defect == "user-in-prompt" and isinstance(body.get("user"), str):
         return [body["user"], *words]
     if defect == "temperature-zero-sampled" and body.get("temperature") == 0:
-        return [_SAMPLER.choice(_OPENERS), *words]
+        return [f"{_SAMPLER.choice(_OPENERS)}{_SAMPLER.randrange(1000)}", *words]
     if defect == "seed-per-session" and body.get("temperature") == 0:
-        return [_OPENERS[SESSION.get() % len(_OPENERS)], *words]
+        return [f"{_OPENERS[SESSION.get() % len(_OPENERS)]}{SESSION.get()}", *words]
     return words
 
 
