@@ -261,7 +261,12 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     key = _DROPS_KEY if drops else frozenset(target)
     first = run.shrunk.get(key)
     note = None
-    if first is None:
+    if draft.repeats is not None:
+        # a repeat is judged against the answer of the case it repeats: a shrinking try sends
+        # another body, which no relation follows (a try that kept only its other findings,
+        # a twin difference say, replaced the relation's failure); saved as drawn
+        small, small_result, runs = draft, result, 0
+    elif first is None:
         run.shrunk[key] = case.id
         found = shrink(draft, result, still_fails,
                        seconds=DROPPING_SHRINK_S if drops else None)
@@ -281,7 +286,8 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     request = data["request"]
     small_result.diagnostics["generated"] = {
         **data["generated"], "shrink_runs": runs, "recipe_file": str(path),
-        "shrunk": first is None, "same_rules_as": first, "shrink_note": note,
+        "shrunk": first is None and draft.repeats is None, "same_rules_as": first,
+        "shrink_note": note,
         "request": request, "original_request": json.loads(json.dumps(
             recipe_data(draft, case_id=case.id, seed=run.seed, index=0,
                         model=run.model)["request"]))}
