@@ -82,7 +82,8 @@ class CaseSessions:
         self.sessions_opened = 0
         # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
         self._answer_ids = AnswerIds()
-        self._same_answers = SameAnswers()  # a request and its repeats' (same_answers.py)
+        # a request and its repeats' (same_answers.py), a broken pair sent over HTTP too
+        self._same_answers = SameAnswers(self._pair_over_http)
 
     # provided by the core
     @property
@@ -172,6 +173,13 @@ class CaseSessions:
                                         session=self.sessions_opened)
         return self._same_answers.judge(case, result, strict=self.options.strict,
                                         session=self.sessions_opened)
+
+    def _pair_over_http(self, operation: str, first: Any, second: Any) -> dict[str, Any] | None:
+        """The twin's second HTTP call (``twin/pairs.py``): both bodies of a broken relation
+        (None: the run has no twin)."""
+        if self.twin is None:
+            return None
+        return dict(self.portal.call(functools.partial(self.twin.pair, operation, first, second)))
 
     def _own_session(self, cases: list[Any]) -> None:
         """A generated repeat sent on a session of its own (``generate/repeats.py``'s

@@ -23,6 +23,12 @@ body's fields without restating them (§1, §6), puts sampling correctness out o
 (§3), and its capability document (§13) has no member where an endpoint claims determinism.
 So neither is ever strict.
 
+With the HTTP twin (``--nnrp-http-twin``), a pair whose NNRP answers differ is sent over HTTP
+too (``twin/pairs.py``): the finding says whether the HTTP API answers the two alike (only the
+NNRP face breaks the relation) or not (the model itself does), and the result's diagnostics
+keep both HTTP answers (``relation_http_twin``). The level is the rule's either way: an
+endpoint's answers are judged, whichever part of it makes them.
+
 Only a successful answer is compared, and only to the answer of the same request (its body
 equal to the earlier one's but for ``user``): a shrinking try, which sends another body under
 the case's id, is not judged. Owns :class:`SameAnswers`, which ``run_cases.py`` holds for the
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from typing import Any
 
 from nnrp_conformance import contract, rules
@@ -46,6 +53,9 @@ REPEATABLE = "answer.repeatable"
 USER_NEUTRAL = "answer.user-neutral"
 #: a repeat of the same body sent on a session of its own (``generate/repeats.py``)
 CHANGE_ANOTHER_SESSION = "another-session"
+#: the twin's second HTTP call: (operation, the first body, the repeat's body) -> its report
+#: (None: the run has no twin)
+OverHttp = Callable[[str, Any, Any], dict[str, Any] | None]
 _EXACT = frozenset({"none", CHANGE_ANOTHER_SESSION})
 
 
@@ -56,6 +66,11 @@ def answer_of(operation: str, result: Any) -> dict[str, Any] | None:
         return None
     return {f"choice {i}": choice
             for i, choice in nnrp_choices(operation, result.events or ()).items()}
+
+
+def _body(case: Any) -> Any:
+    envelope = case.envelope if isinstance(getattr(case, "envelope", None), dict) else {}
+    return envelope.get("body")
 
 
 def _operation(case: Any) -> str:
@@ -84,7 +99,10 @@ class SameAnswers:
     """Each case's first answer (with its request and session), and whether each group's
     exact repeat got the same answer, on one session and across two."""
 
-    def __init__(self) -> None:
+    def __init__(self, over_http: OverHttp | None = None) -> None:
+        #: the twin's second HTTP call (operation, first body, body) -> what HTTP answered
+        self._over_http = over_http
+        self._bodies: dict[str, Any] = {}
         self._answers: dict[str, tuple[tuple[str, bool], dict[str, Any] | None, int]] = {}
         #: (the group's first case, across sessions) -> its exact repeat got the same answer
         self._repeatable: dict[tuple[str, bool], bool] = {}
@@ -95,6 +113,7 @@ class SameAnswers:
         number of the session it ran on."""
         request, answer = _request(case), answer_of(_operation(case), result)
         self._answers.setdefault(result.id, (request, answer, session))
+        self._bodies.setdefault(result.id, _body(case))
         repeats = _repeats(case)
         earlier = self._answers.get(str(repeats.get("case"))) if repeats else None
         if repeats is None or earlier is None or answer is None or earlier[1] is None \
@@ -116,14 +135,32 @@ class SameAnswers:
         if across and rule == REPEATABLE and self._repeatable.get((first, False)):
             where += " (on one session it got the same answer: the answer follows the session)"
         said = "" if change in _EXACT else f" ({change})"
+        http = self._over_http(_operation(case), self._bodies.get(first), _body(case)) \
+            if self._over_http is not None else None
         finding = Finding(
             rule, f"the answer differs from the answer {first} got to the same request{said}"
-            f"{where}: {_first_difference(earlier[1], answer)}",
+            f"{where}: {_first_difference(earlier[1], answer)}{_http_said(http)}",
             None, earlier[1], answer, rules.citation(rule),
             rules.finding_level(rule, strict=strict))
         verdict = verdict_of(result.id, result.terminal, [*result.verdict.findings, finding],
                              len(result.events))
-        return dataclasses.replace(result, verdict=verdict, outcome=verdict.outcome)
+        diagnostics = result.diagnostics if http is None else \
+            {**result.diagnostics, "relation_http_twin": {"repeats": first, **http}}
+        return dataclasses.replace(result, verdict=verdict, outcome=verdict.outcome,
+                                   diagnostics=diagnostics)
+
+
+def _http_said(http: dict[str, Any] | None) -> str:
+    """What the twin's second HTTP call showed, for the finding's message."""
+    if http is None:
+        return ""
+    if http.get("same") is None:
+        return f". Over HTTP (the twin) it could not be told: {http.get('why')}"
+    if http["same"]:
+        return (". Over HTTP (the twin) the two requests got the same answer: only the NNRP "
+                "face answers them differently")
+    return (". Over HTTP (the twin) they got different answers too: the model itself answers "
+            "them differently, not the NNRP face alone")
 
 
 def _first_difference(before: dict[str, Any], now: dict[str, Any]) -> str:
