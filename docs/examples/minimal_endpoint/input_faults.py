@@ -73,6 +73,8 @@ INPUT_DEFECTS = {
     "n-ignored": "n is ignored: every chat answer carries one choice",
     "json-mode-ignored": (
         "response_format json_object is ignored: the answer is plain text, not JSON"),
+    "responses-json-mode-ignored": (
+        "responses: text.format json_object is ignored: the Response is plain text, not JSON"),
     "usage-lost-with-user": (
         "a chat stream with 'user' that asks for usage (stream_options.include_usage) gets "
         "none: the body rebuilt to move 'user' loses stream_options"),
@@ -134,6 +136,15 @@ def json_mode(defect: str | None, body: dict[str, Any]) -> bool:
     form = body.get("response_format")
     return isinstance(form, dict) and form.get("type") == "json_object" \
         and defect != "json-mode-ignored"
+
+
+def responses_json_mode(defect: str | None, body: dict[str, Any]) -> bool:
+    """Whether a Response is a JSON object: ``text.format`` json_object
+    (``responses-json-mode-ignored``: never)."""
+    text = body.get("text")
+    form = text.get("format") if isinstance(text, dict) else None
+    return isinstance(form, dict) and form.get("type") == "json_object" \
+        and defect != "responses-json-mode-ignored"
 
 
 def usage_asked(defect: str | None, body: dict[str, Any]) -> bool:

@@ -19,6 +19,7 @@ from hypothesis import seed as hypothesis_seed
 from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.generated import session_served_next
 from nnrp_conformance.checks.model import verdict_of
+from nnrp_conformance.generate.json_mode import with_json_mode
 from nnrp_conformance.generate.recipe_files import case_id_of, recipe_data, recipe_of, save_recipe
 from nnrp_conformance.generate.repeats import related
 from nnrp_conformance.generate.shrink import shrink
@@ -132,9 +133,10 @@ def draw(claims: Sequence[Claim], model: str, count: int, seed: int) -> list[Dra
 
     with _without_local_constants():
         collect()
-    # the i-th example drawn fills the i-th slot; some valid ones then repeat an earlier one
-    return related([draft_of(slot, stuff, claims) for slot, stuff in zip(
-        slots(claims, count, seed), drawn, strict=False)], seed)
+    # the i-th example drawn fills the i-th slot; some valid Responses ones ask for JSON mode,
+    # and some valid ones then repeat an earlier one
+    return related(with_json_mode([draft_of(slot, stuff, claims) for slot, stuff in zip(
+        slots(claims, count, seed), drawn, strict=False)], seed), seed)
 
 
 def _case_id(draft: Draft, seed: int, index: int) -> str:
