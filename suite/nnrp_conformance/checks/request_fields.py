@@ -109,13 +109,16 @@ def _json_object(form: Any) -> bool:
     return isinstance(form, dict) and form.get("type") == "json_object"
 
 
-def _not_json(text: str) -> str | None:
-    """Why ``text`` is not JSON (None: it parses)."""
+def _fails_json(ctx: Context, text: str, what: str) -> bool:
+    """``response-format.json`` when ``text`` (``what``) does not parse as JSON."""
     try:
         json.loads(text)
     except ValueError as exc:
-        return str(exc)
-    return None
+        ctx.fail("response-format.json", f"{what}, is not JSON ({exc}): {text[:200]!r}",
+                 index=ctx.obs.terminal_index, expected="text that parses as JSON",
+                 seen=text[:200])
+        return True
+    return False
 
 
 def _check_response_json_mode(ctx: Context) -> None:
@@ -129,12 +132,7 @@ def _check_response_json_mode(ctx: Context) -> None:
     if answer.get("finish_reason") != "completed" or answer.get("tool_calls") \
             or not isinstance(said, str):
         return
-    why = _not_json(said)
-    if why is not None:
-        ctx.fail("response-format.json", f"text.format is json_object but the Response, "
-                 f"completed, is not JSON ({why}): {said[:200]!r}",
-                 index=ctx.obs.terminal_index, expected="text that parses as JSON",
-                 seen=said[:200])
+    _fails_json(ctx, said, "text.format is json_object but the Response, completed")
 
 
 def check_json_mode(ctx: Context) -> None:
@@ -147,12 +145,8 @@ def check_json_mode(ctx: Context) -> None:
     for index, text in _texts(ctx, body).items():
         if text is None or finishes.get(index) != "stop":
             continue
-        why = _not_json(text)
-        if why is not None:
-            ctx.fail("response-format.json", f"response_format is json_object but choice "
-                     f"{index!r}, finished on its own, is not JSON ({why}): {text[:200]!r}",
-                     index=ctx.obs.terminal_index, expected="text that parses as JSON",
-                     seen=text[:200])
+        if _fails_json(ctx, text, f"response_format is json_object but choice {index!r}, "
+                       "finished on its own"):
             return
 
 
