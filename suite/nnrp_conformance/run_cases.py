@@ -5,7 +5,9 @@ portal, the options and the plan):
 
 * **which session a case runs on** (docs/verdicts.md#one-defect-one-failure): the run's
   session, or a fresh one when the last case left an operation the endpoint never ended on it
-  (a cancel it never answered, a stream it never ended) or the session dropped. That case is
+  (a cancel it never answered, a stream it never ended) or the session dropped, or when a
+  generated repeat asks for a session of its own (``another-session``: the relations are judged
+  across sessions, ``generate/repeats.py``). The leaving case is
   the one that reports it (``diagnostics.left_open`` / ``session_dropped``); the next case
   never starts beside its leftovers, so an endpoint with a limit of operations per session
   fails the leaking case and nothing else. **Blame follows the session**: a case the
@@ -46,7 +48,7 @@ from typing import Any
 from nnrp_conformance import case_results, concurrency, contract, runner
 from nnrp_conformance.checks.answer_ids import AnswerIds
 from nnrp_conformance.checks.refusals import refusal_named
-from nnrp_conformance.checks.same_answers import SameAnswers
+from nnrp_conformance.checks.same_answers import CHANGE_ANOTHER_SESSION, SameAnswers
 from nnrp_conformance.options import RunOptions
 from nnrp_conformance.pace import Pace
 
@@ -80,7 +82,8 @@ class CaseSessions:
         self.sessions_opened = 0
         # the answer ids seen so far, with the request each answered (checks/answer_ids.py)
         self._answer_ids = AnswerIds()
-        self._same_answers = SameAnswers()  # a request and its repeats' (same_answers.py)
+        # a request and its repeats' (same_answers.py), a broken pair sent over HTTP too
+        self._same_answers = SameAnswers(self._pair_over_http)
 
     # provided by the core
     @property
@@ -105,6 +108,7 @@ class CaseSessions:
             return case_results.skipped_result(case)
         if not self._still_answers():
             return case_results.unresponsive_result(case, self.unresponsive_reason())
+        self._own_session([case])
         fresh = self._fresh_session()
         if fresh is not None:
             return case_results.unresponsive_result(case, fresh)
@@ -132,6 +136,7 @@ class CaseSessions:
         if not self._still_answers():
             return [case_results.unresponsive_result(c, self.unresponsive_reason())
                     for c in cases]
+        self._own_session(cases)
         fresh = self._fresh_session()
         if fresh is not None:
             return [case_results.unresponsive_result(c, fresh) for c in cases]
@@ -162,9 +167,31 @@ class CaseSessions:
         return judged
 
     def _relate(self, case: Any, result: Any) -> Any:
-        """``result`` judged against the answers of the run's earlier operations."""
-        result = self._answer_ids.judge(case, result, strict=self.options.strict)
-        return self._same_answers.judge(case, result, strict=self.options.strict)
+        """``result`` judged against the answers of the run's earlier operations, on this
+        session and the ones before it (the session's number: ``sessions_opened``)."""
+        result = self._answer_ids.judge(case, result, strict=self.options.strict,
+                                        session=self.sessions_opened)
+        return self._same_answers.judge(case, result, strict=self.options.strict,
+                                        session=self.sessions_opened)
+
+    def _pair_over_http(self, operation: str, first: Any, second: Any) -> dict[str, Any] | None:
+        """The twin's second HTTP call (``twin/pairs.py``): both bodies of a broken relation
+        (None: the run has no twin)."""
+        if self.twin is None:
+            return None
+        return dict(self.portal.call(functools.partial(self.twin.pair, operation, first, second)))
+
+    def _own_session(self, cases: list[Any]) -> None:
+        """A generated repeat sent on a session of its own (``generate/repeats.py``'s
+        ``another-session``) gets a fresh one: the relations are judged across sessions."""
+        for case in cases:
+            generated = getattr(case.recipe, "data", {}).get("generated") \
+                if getattr(case, "recipe", None) is not None else None
+            repeats = generated.get("repeats") if isinstance(generated, dict) else None
+            if isinstance(repeats, dict) and repeats.get("change") == CHANGE_ANOTHER_SESSION:
+                self._fresh_needed = self._fresh_needed or \
+                    f"{case.id} repeats {repeats.get('case')} on a session of its own"
+                return
 
     def _run_options(self, timeout: float | None, idle_timeout: float | None = None,
                      cases: list[Any] | None = None) -> dict[str, Any]:

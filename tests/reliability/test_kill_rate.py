@@ -150,13 +150,20 @@ GENERATED: dict[str, tuple[str, ...]] = {
     "stop-list-first-only": ("text.stop",),
     "n-ignored": ("choices.n",),
     "json-mode-ignored": ("response-format.json",),
+    "responses-json-mode-ignored": ("response-format.json",),
     "usage-lost-with-user": ("usage.include-usage",),
     # issue 45 item 3: relations between a request and its repeats
     "temperature-zero-sampled": ("answer.repeatable",),
     "user-in-prompt": ("answer.user-neutral",),
+    # ... and across sessions: each session alone is right (a repeat on a session of its own)
+    "ids-per-session": ("answer.id-reused",),
+    "seed-per-session": ("answer.repeatable",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }
+#: generated defects of Level 2 or 3 operations: run against ``--levels 3`` with the manifest
+#: claiming them (the others against Level 1, the budget a provider of chat runs)
+GENERATED_LEVELS = {"responses-json-mode-ignored"}
 #: the generated run of each: its size and its fixed seed (the same seed, the same requests)
 GENERATE, SEED = "200", "1"
 
@@ -375,7 +382,8 @@ def _run_generated(defect: str | None, tmp: Path) -> GeneratedRun:
     """Every fixed Level 1 recipe and GENERATE generated requests from SEED, strictly, in one
     CLI run against the endpoint with ``defect`` (or the correct one)."""
     t0 = time.monotonic()
-    proc, address = _start(defect, False, tmp)
+    levels = defect in GENERATED_LEVELS
+    proc, address = _start(defect, levels, tmp)
     # a folder per run: its saved failures (generated-recipes/ beside the results) share
     # their case ids with the other runs' (one seed), and the replay below reads one of them
     results = tmp / f"generated-{defect or 'correct'}" / "case-results.json"
@@ -384,7 +392,8 @@ def _run_generated(defect: str | None, tmp: Path) -> GeneratedRun:
     # so its run (the no-false-failure half) gets wide ones at no cost: on a loaded machine a
     # correct answer once took over 0.5 s to start (timeout.silence at load 11)
     idle, total = ("0.5", CASE_TIMEOUT_S) if defect else ("5", "20")
-    cmd = [*CLI, "run", "--target", address, "--manifest", str(MANIFEST), "--results",
+    cmd = [*CLI, "run", "--target", address, "--manifest",
+           str(MANIFEST_LEVELS if levels else MANIFEST), "--results",
            str(results), "--timeout", total, "--idle-timeout", idle, "--model",
            "minimal-model", "--strict", "--recipes", str(RECIPES / "level1"),
            "--generate", GENERATE, "--seed", SEED]

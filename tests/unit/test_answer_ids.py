@@ -57,3 +57,14 @@ def test_the_same_request_again_may_get_the_same_id() -> None:
     assert again("a", "shorter", "a.try", "chatcmpl-1") == []
     assert again("c", "one", "c", "chatcmpl-1") == []
     assert again("d", "four", "d", "chatcmpl-4") == []
+
+
+def test_ids_are_the_runs_across_sessions_and_the_message_says_so() -> None:
+    """An id that comes round again on another session (ids numbered per session) fails
+    like any reused id; the message names the session (issue 45 item 3, across sessions)."""
+    ids = AnswerIds()
+    ids.judge(_case(None, "one"), _result("a", "chatcmpl-op3"), strict=True, session=0)
+    again = ids.judge(_case(None, "two"), _result("b", "chatcmpl-op3"), strict=True, session=1)
+    assert [f.rule for f in again.verdict.findings] == ["answer.id-reused"]
+    assert "on another session" in again.verdict.findings[0].message
+    assert "numbered per session" in again.verdict.findings[0].message

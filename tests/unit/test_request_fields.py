@@ -102,3 +102,33 @@ def test_a_cancelled_stream_is_never_in_json_mode() -> None:
             "response_format": JSON_MODE, "n": 2}
     out = cancellable(contract.OP_CHAT_COMPLETIONS_CREATE, body)
     assert "response_format" not in out and out["n"] == 2 and out["stream"] is True
+
+
+def _response(text: str, status: str = "completed") -> dict[str, Any]:
+    return {"type": contract.EV_COMPLETED, "body": {
+        "id": "resp_1", "object": "response", "status": status, "error": None,
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": text}]}]}}
+
+
+def _response_found(body: dict[str, Any], done: dict[str, Any]) -> list[str]:
+    """response-format.json on a Responses answer (a context of that operation)."""
+    from types import SimpleNamespace
+
+    from nnrp_conformance.checks.context import Context
+    from nnrp_conformance.checks.request_fields import check_json_mode
+
+    case = SimpleNamespace(operation=contract.OP_RESPONSES_CREATE, envelope={"body": body})
+    ctx = Context(case, obs([], "success", done), None, None, strict=True)  # type: ignore[arg-type]
+    check_json_mode(ctx)
+    return [f.rule for f in ctx.findings]
+
+
+def test_a_response_in_json_mode_that_completed_is_json() -> None:
+    """A Response asks for JSON mode with text.format (OpenAI's Responses API), judged as
+    chat's response_format is (issue 45): completed, it parses; cut at its limit, not judged."""
+    body = {"text": {"format": JSON_MODE}}
+    assert _response_found(body, _response("hi there")) == ["response-format.json"]
+    assert _response_found(body, _response('{"answer": "hi"}')) == []
+    assert _response_found(body, _response('{"answ', "incomplete")) == []
+    assert _response_found({"text": {"format": {"type": "text"}}}, _response("hi")) == []
+    assert _response_found({}, _response("hi")) == []

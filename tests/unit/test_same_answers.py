@@ -39,11 +39,18 @@ def _result(case_id: str, text: str, terminal: str = "success") -> CaseResult:
                       events, 0.1, "t", 1, "optional", "selected", None)
 
 
-def _rules(judge: SameAnswers, body: dict[str, Any], case_id: str, text: str,
-           change: str | None, *, strict: bool = True) -> list[str]:
+def _findings(judge: SameAnswers, body: dict[str, Any], case_id: str, text: str,
+              change: str | None, *, strict: bool = True, session: int = 0) -> list[Any]:
     repeats = {"case": FIRST, "change": change} if change else None
-    result = judge.judge(_case(body, repeats), _result(case_id, text), strict=strict)
-    return [f.rule for f in result.verdict.findings]
+    result = judge.judge(_case(body, repeats), _result(case_id, text), strict=strict,
+                         session=session)
+    return list(result.verdict.findings)
+
+
+def _rules(judge: SameAnswers, body: dict[str, Any], case_id: str, text: str,
+           change: str | None, *, strict: bool = True, session: int = 0) -> list[str]:
+    return [f.rule for f in _findings(judge, body, case_id, text, change, strict=strict,
+                                      session=session)]
 
 
 def test_a_repeat_answered_otherwise_fails_and_the_same_answer_passes() -> None:
@@ -71,6 +78,31 @@ def test_user_is_judged_only_where_the_exact_repeat_matched() -> None:
     assert _rules(unsteady, {**BODY, "user": "u"}, "c", "u hi", "user-added") == []
 
 
+def test_a_repeat_on_another_session_is_judged_and_says_the_answer_follows_the_session(
+        ) -> None:
+    judge = SameAnswers()
+    _rules(judge, BODY, FIRST, "hi", None, session=0)
+    assert _rules(judge, BODY, "b", "hi", "none", session=0) == []
+    found = _findings(judge, BODY, "d", "well hi", "another-session", session=1)
+    assert [f.rule for f in found] == ["answer.repeatable"]
+    assert "on another session" in found[0].message and "follows the session" in found[0].message
+    steady = SameAnswers()
+    _rules(steady, BODY, FIRST, "hi", None, session=0)
+    assert _rules(steady, BODY, "d", "hi", "another-session", session=1) == []
+
+
+def test_user_is_judged_on_the_footing_its_exact_repeat_was_shown() -> None:
+    """A user repeat on another session than its first is judged only once the exact
+    repeat across sessions matched: a session-bound answer is no fault of ``user``."""
+    judge = SameAnswers()
+    _rules(judge, BODY, FIRST, "hi", None, session=0)
+    _rules(judge, BODY, "b", "hi", "none", session=0)
+    assert _rules(judge, {**BODY, "user": "u"}, "c", "ok hi", "user-added", session=1) == []
+    _rules(judge, BODY, "d", "hi", "another-session", session=1)
+    assert _rules(judge, {**BODY, "user": "u"}, "e", "ok hi", "user-added", session=1) == [
+        "answer.user-neutral"]
+
+
 def test_another_body_under_the_case_is_not_compared() -> None:
     judge = SameAnswers()
     _rules(judge, BODY, FIRST, "hi", None)
@@ -90,7 +122,10 @@ def test_groups_repeat_an_earlier_valid_request_made_deterministic(monkeypatch: 
         assert base.body["temperature"] == 0 and "seed" in base.body
         strip = ({k: v for k, v in b.items() if k != "user"} for b in (base.body, d.body))
         assert next(strip) == next(strip)
-        assert ("user" in d.body) == (change == "user-added") or change == "none"
+        assert ("user" in d.body) == (change == "user-added") \
+            or change in ("none", "another-session")
+    # each group's last repeat goes to a session of its own
+    assert {d.repeats[1] for _, d in repeats if d.repeats} >= {"none", "another-session"}
     # every other case is what the seed drew without the groups
     monkeypatch.setattr(generate_run, "related", lambda drafts, seed: list(drafts))
     plain = draw(claims, "m", 60, 7)

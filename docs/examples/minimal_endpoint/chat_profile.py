@@ -282,7 +282,8 @@ def plan_request(payload: bytes, *, op_id: int, model: str, defect: str | None,
         hints = envelope.get("nnrp") or {}
         # derived from the frame id (§6) and unique in the process: frame ids restart with
         # each session, and an answer's id is made of it
-        request_id = envelope.get("request_id") or f"op{op_id}-{next(_DERIVED)}"
+        request_id = envelope.get("request_id") or \
+            input_faults.derived_request_id(defect, op_id, next(_DERIVED))
         operation = envelope["operation"]
         body = envelope["body"]
         planner = (planners or {}).get(operation)

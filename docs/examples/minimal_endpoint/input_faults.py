@@ -5,7 +5,8 @@ Each is one defect of the registry (``defects.py``): a valid request with an opt
 the recipes never send answered with an error, an invalid body answered, a character split
 across two text deltas, ``max_tokens``, ``max_completion_tokens``, ``stop`` (or all of a stop
 list but its first), ``n``, JSON mode or a usage asked for ignored, an answer at temperature 0
-that changes by chance or with ``user``, a long prompt never ended, an
+that changes by chance, with ``user`` or with the session, an answer id that each session
+numbers anew, a long prompt never ended, an
 unknown role never answered, a session that stops serving after an invalid request, a field
 of OpenAI's API the validator does not list answered with a server error, a tool
 called where tool_choice says none, an answer cached under the wrong key, and an envelope
@@ -16,6 +17,7 @@ request_id) or for its nnrp hints forwarded into the body. With none switched on
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 from collections.abc import Iterator
@@ -71,6 +73,8 @@ INPUT_DEFECTS = {
     "n-ignored": "n is ignored: every chat answer carries one choice",
     "json-mode-ignored": (
         "response_format json_object is ignored: the answer is plain text, not JSON"),
+    "responses-json-mode-ignored": (
+        "responses: text.format json_object is ignored: the Response is plain text, not JSON"),
     "usage-lost-with-user": (
         "a chat stream with 'user' that asks for usage (stream_options.include_usage) gets "
         "none: the body rebuilt to move 'user' loses stream_options"),
@@ -81,6 +85,13 @@ INPUT_DEFECTS = {
     "user-in-prompt": (
         "'user' is forwarded into the prompt: a request with it gets another answer than "
         "without it"),
+    # relations across sessions (issue 45 item 3): each session alone is right
+    "ids-per-session": (
+        "an envelope without request_id gets an id derived from the frame id alone, which "
+        "each session numbers anew: answers on two sessions share chat completion ids"),
+    "seed-per-session": (
+        "at temperature 0 the sampler is seeded from the session, not the request: the same "
+        "request gets one answer on a session and another on the next"),
     # the envelope (profile §6): what no fixed recipe sends, since each sends a request_id
     "requires-request-id": "an envelope without request_id is refused (§6 makes it optional)",
     "forwards-nnrp-hints": (
@@ -127,6 +138,15 @@ def json_mode(defect: str | None, body: dict[str, Any]) -> bool:
         and defect != "json-mode-ignored"
 
 
+def responses_json_mode(defect: str | None, body: dict[str, Any]) -> bool:
+    """Whether a Response is a JSON object: ``text.format`` json_object
+    (``responses-json-mode-ignored``: never)."""
+    text = body.get("text")
+    form = text.get("format") if isinstance(text, dict) else None
+    return isinstance(form, dict) and form.get("type") == "json_object" \
+        and defect != "responses-json-mode-ignored"
+
+
 def usage_asked(defect: str | None, body: dict[str, Any]) -> bool:
     """Whether a chat stream sends its usage (``usage-lost-with-user``: not with 'user')."""
     options = body.get("stream_options")
@@ -140,11 +160,23 @@ def sampled(defect: str | None, body: dict[str, Any], words: list[str]) -> list[
     if defect == "user-in-prompt" and isinstance(body.get("user"), str):
         return [body["user"], *words]
     if defect == "temperature-zero-sampled" and body.get("temperature") == 0:
-        return [_SAMPLER.choice(("so", "well", "ok", "hm")), *words]
+        return [f"{_SAMPLER.choice(_OPENERS)}{_SAMPLER.randrange(1000)}", *words]
+    if defect == "seed-per-session" and body.get("temperature") == 0:
+        return [f"{_OPENERS[SESSION.get() % len(_OPENERS)]}{SESSION.get()}", *words]
     return words
 
 
 _SAMPLER = random.Random()
+_OPENERS = ("so", "well", "ok", "hm")
+#: the number of the session planning the request (session.py sets it: seed-per-session)
+SESSION: contextvars.ContextVar[int] = contextvars.ContextVar("session", default=0)
+
+
+def derived_request_id(defect: str | None, op_id: int, serial: int) -> str:
+    """The request id of an envelope without one: from the frame id (§6), made unique in the
+    process by ``serial`` (``ids-per-session``: the frame id alone, which restarts with each
+    session)."""
+    return f"op{op_id}" if defect == "ids-per-session" else f"op{op_id}-{serial}"
 
 
 def refuse(defect: str | None, body: dict[str, Any]) -> None:

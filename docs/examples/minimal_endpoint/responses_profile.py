@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import input_faults
 from chat_body import MAX_OUTPUT_TOKENS
 from chat_profile import DEFAULT_OUTPUT_TOKENS, arguments_for, split3
 from envelope import Plan, ProfileError, encode, is_int
@@ -268,6 +270,12 @@ class _Response:
             tokens = [w if i == 0 else " " + w for i, w in enumerate(cycle)]
             # OpenAI: a response that stops at max_output_tokens is "incomplete"
             status = "incomplete" if limit else "completed"
+            if input_faults.responses_json_mode(self.defect, self.body):
+                # JSON mode: a short object of the first three words, whole when it fits
+                whole = split3(json.dumps({"answer": " ".join(words[:3])}, ensure_ascii=False),
+                               min(3, len(words)) + 2)
+                tokens = whole[:limit or len(whole)]
+                status = "incomplete" if len(whole) > len(tokens) else "completed"
             items = [self.message_item(0, tokens, status)]
         instructions = self.body.get("instructions") or ""
         input_tokens = max(1, len(" ".join([instructions, *(t for _, t in texts)]).split()))

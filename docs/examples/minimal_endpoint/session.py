@@ -43,6 +43,9 @@ IDLE_POLL_S = 0.02
 DEAD_PEER_POLLS = 200
 
 
+_SESSION_NUMBERS = itertools.count(1)
+
+
 class Session(Sender):
     """One NNRP session: a single loop that polls, then advances every open operation."""
 
@@ -56,11 +59,14 @@ class Session(Sender):
         self.deaf = False
         #: the session gave the key (--api-key; api_key.py)
         self.authenticated = False
+        #: the session's number in the process (input_faults.seed-per-session)
+        self.number = next(_SESSION_NUMBERS)
 
     # --- operations ----------------------------------------------------------------------
 
     def start(self, op: Any) -> None:
         config = self.config
+        input_faults.SESSION.set(self.number)
         request = decode_request(op, config.defect)
         keyed = api_key.gate(self, config, request)
         if keyed is not None:

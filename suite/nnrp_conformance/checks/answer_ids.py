@@ -11,6 +11,10 @@ chunks its events carry) with the request that got it, and a later answer with a
 fails when its request is a different one: another ``request_id`` (or none on either side)
 and another body. The same request sent again (a re-run, a shrinking try under its case's
 ``request_id``, the client's own correlation id reused) may get the same id: not judged.
+The ids are the run's, whatever session each answer came on (the run sends some generated
+repeats on a session of their own, ``generate/repeats.py``): an id that comes round again on
+another session (ids numbered per session, from the frame id §6 lets an endpoint derive a
+request id from) fails the same way, and its message says so.
 
 Owns :class:`AnswerIds`, which ``run_cases.py`` holds for the run and asks after each case.
 """
@@ -60,23 +64,27 @@ class AnswerIds:
     """The answer ids seen so far in a run, each with the case and request that got it."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[str, tuple[Any, str]]] = {}
+        self._seen: dict[str, tuple[str, tuple[Any, str], int]] = {}
 
-    def judge(self, case: Any, result: Any, *, strict: bool) -> Any:
+    def judge(self, case: Any, result: Any, *, strict: bool, session: int = 0) -> Any:
         """``result`` with ``answer.id-reused`` when its answer carries an id an earlier,
-        different request got (module doc); remembers its ids either way."""
+        different request got (module doc); remembers its ids either way. ``session``: the
+        number of the session it ran on."""
         request = _request(case)
         finding = None
         for answer_id in sorted(answer_ids(result)):
-            earlier = self._seen.setdefault(answer_id, (result.id, request))
-            other_case, (other_rid, other_body) = earlier
+            earlier = self._seen.setdefault(answer_id, (result.id, request, session))
+            other_case, (other_rid, other_body), other_session = earlier
             same_request = (request[0] is not None and request[0] == other_rid) \
                 or request[1] == other_body
             if finding is None and other_case != result.id and not same_request:
+                why = "ids numbered per session?" if other_session != session else \
+                    "a cache keyed on the wrong thing, crossed streams?"
                 finding = Finding(
                     RULE, f"the answer's id {answer_id!r} is the id of the answer "
-                    f"{other_case} got, to another request: one request's answer handed to "
-                    "another (a cache keyed on the wrong thing, crossed streams)?", None,
+                    f"{other_case} got, to another request"
+                    + (" on another session" if other_session != session else "")
+                    + f": one request's answer handed to another, or {why}", None,
                     f"an id of its own, not {other_case}'s", answer_id, rules.citation(RULE),
                     rules.finding_level(RULE, strict=strict))
         if finding is None:

@@ -1,4 +1,5 @@
-"""What a chat request's ``n`` and ``response_format`` ask of its answer (issue 45 item 2):
+"""What a request's ``n`` and JSON mode (chat's ``response_format``, a Response's
+``text.format``) ask of its answer (issue 45 item 2):
 OpenAI's request semantics, which the profile keeps for the body (design §1: it "preserves the
 request and response semantics that existing AI applications already understand"; §6 keeps
 the familiar fields) without restating them, and §3 puts sampling correctness out of its
@@ -13,7 +14,11 @@ scope, so each rule is a recommendation (docs/generation.md#oracles):
   parses as JSON: the body's ``message.content``, else the streamed text of its index. Not
   judged: a request with ``stop`` (a stop sequence may cut the JSON short, and "the returned
   text will not contain the stop sequence"), a choice cut at its limit (``length``) or of
-  unknown finish, a choice that called a tool.
+  unknown finish, a choice that called a tool. A Response asks for JSON mode with
+  ``text: {"format": {"type": "json_object"}}`` (OpenAI's Responses API): a Response that
+  completed (``status`` ``completed``, not ``incomplete`` at its limit) and called no function
+  holds output text that parses as JSON, read as ``answer_reading.py`` reads it (the streamed
+  text, else the body's ``output_text`` parts joined).
 
 The other request fields are judged where they were before: ``stop`` by ``text.stop``
 (``checks/generated.py``), ``max_tokens`` and ``max_completion_tokens`` by
@@ -30,15 +35,17 @@ import json
 from typing import Any
 
 from nnrp_conformance import contract
+from nnrp_conformance.answer_reading import nnrp_choices
 from nnrp_conformance.checks.context import Context, chat_completion_body, show, type_of
 
 __all__ = ["REQUEST_FIELD_CHECKS"]
 
 
-def _judged(ctx: Context) -> bool:
-    """A successful chat answer the client read whole (not cancelled by it, not flooded)."""
+def _judged(ctx: Context, operation: str = contract.OP_CHAT_COMPLETIONS_CREATE) -> bool:
+    """A successful answer of ``operation`` the client read whole (not cancelled by it, not
+    flooded)."""
     obs = ctx.obs
-    return ctx.case.operation == contract.OP_CHAT_COMPLETIONS_CREATE \
+    return ctx.case.operation == operation \
         and obs.terminal_kind == contract.TERMINAL_SUCCESS \
         and obs.cancelled_at_index is None and not obs.extra.get("flooded")
 
@@ -98,9 +105,39 @@ def _texts(ctx: Context, body: dict[str, Any] | None) -> dict[Any, str | None]:
     return texts
 
 
+def _json_object(form: Any) -> bool:
+    return isinstance(form, dict) and form.get("type") == "json_object"
+
+
+def _fails_json(ctx: Context, text: str, what: str) -> bool:
+    """``response-format.json`` when ``text`` (``what``) does not parse as JSON."""
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        ctx.fail("response-format.json", f"{what}, is not JSON ({exc}): {text[:200]!r}",
+                 index=ctx.obs.terminal_index, expected="text that parses as JSON",
+                 seen=text[:200])
+        return True
+    return False
+
+
+def _check_response_json_mode(ctx: Context) -> None:
+    """A Response in JSON mode (module doc)."""
+    text = ctx.body.get("text")
+    if not (isinstance(text, dict) and _json_object(text.get("format"))) \
+            or not _judged(ctx, contract.OP_RESPONSES_CREATE):
+        return
+    answer = nnrp_choices(contract.OP_RESPONSES_CREATE, ctx.seq).get(0) or {}
+    said = answer.get("text")
+    if answer.get("finish_reason") != "completed" or answer.get("tool_calls") \
+            or not isinstance(said, str):
+        return
+    _fails_json(ctx, said, "text.format is json_object but the Response, completed")
+
+
 def check_json_mode(ctx: Context) -> None:
-    form = ctx.body.get("response_format")
-    if not (isinstance(form, dict) and form.get("type") == "json_object") \
+    _check_response_json_mode(ctx)
+    if not _json_object(ctx.body.get("response_format")) \
             or ctx.body.get("stop") or not _judged(ctx):
         return
     body = chat_completion_body(ctx)
@@ -108,13 +145,8 @@ def check_json_mode(ctx: Context) -> None:
     for index, text in _texts(ctx, body).items():
         if text is None or finishes.get(index) != "stop":
             continue
-        try:
-            json.loads(text)
-        except ValueError as exc:
-            ctx.fail("response-format.json", f"response_format is json_object but choice "
-                     f"{index!r}, finished on its own, is not JSON ({exc}): {text[:200]!r}",
-                     index=ctx.obs.terminal_index, expected="text that parses as JSON",
-                     seen=text[:200])
+        if _fails_json(ctx, text, f"response_format is json_object but choice {index!r}, "
+                       "finished on its own"):
             return
 
 

@@ -8,7 +8,11 @@ become its repeats: the same body (change ``none``), then the same body with ``u
 or taken away when it had one (``user-added``, ``user-removed``). The count of cases and
 every other draw of the seed stay as they were: which requests start a group is dealt from a
 generator of its own, and a repeat takes the place of a drawn request (its envelope stays its
-own, so it is another request_id, or none).
+own, so it is another request_id, or none). A group's third repeat is the same body again on
+a session of its own (``another-session``: the runner opens a fresh session for it,
+``run_cases.py``), so the relations are judged across sessions as well as on one (issue 45
+item 3): an answer that follows the session (a sampler seeded from it, ids numbered per
+session) differs there and nowhere else.
 
 ``checks/repeats.py`` judges the answers; a repeat's recipe names the case it repeats
 (``generated.repeats``).
@@ -23,15 +27,16 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from nnrp_conformance import contract
+from nnrp_conformance.checks.same_answers import CHANGE_ANOTHER_SESSION
 from nnrp_conformance.generate.strategies import FAMILY_VALID, Draft
 
 __all__ = ["CHANGES", "GROUP_CHANCE", "deterministic", "related"]
 
 #: what a repeat changes of the request it repeats
 CHANGE_NONE: Final = "none"
-CHANGES: Final = (CHANGE_NONE, "user-added", "user-removed")
-#: the chance that a valid request starts a group (two more valid requests of its operation
-#: become its repeats): in 120 cases about 5 groups
+CHANGES: Final = (CHANGE_NONE, "user-added", "user-removed", CHANGE_ANOTHER_SESSION)
+#: the chance that a valid request starts a group (three more valid requests of its
+#: operation become its repeats): in 120 cases about 4 groups
 GROUP_CHANCE: Final = 1 / 6
 #: the operations whose answers are text a request decides
 _RELATED: Final = frozenset({contract.OP_CHAT_COMPLETIONS_CREATE, contract.OP_RESPONSES_CREATE})
@@ -73,10 +78,13 @@ def related(drafts: Sequence[Draft], seed: int) -> list[Draft]:
         first, repeats = group
         body = copy.deepcopy(out[first].body)
         change = CHANGE_NONE
-        if repeats:
+        if repeats == 1:
             body, change = _with_user_changed(body)
+        elif repeats == 2:
+            change = CHANGE_ANOTHER_SESSION
+        if repeats == 2:
             del open_groups[draft.operation]
         else:
-            open_groups[draft.operation] = (first, 1)
+            open_groups[draft.operation] = (first, repeats + 1)
         out[i] = dataclasses.replace(draft, body=body, repeats=(first, change))
     return out

@@ -19,6 +19,7 @@ from hypothesis import seed as hypothesis_seed
 from nnrp_conformance import contract, rules
 from nnrp_conformance.checks.generated import session_served_next
 from nnrp_conformance.checks.model import verdict_of
+from nnrp_conformance.generate.json_mode import with_json_mode
 from nnrp_conformance.generate.recipe_files import case_id_of, recipe_data, recipe_of, save_recipe
 from nnrp_conformance.generate.repeats import related
 from nnrp_conformance.generate.shrink import shrink
@@ -132,9 +133,10 @@ def draw(claims: Sequence[Claim], model: str, count: int, seed: int) -> list[Dra
 
     with _without_local_constants():
         collect()
-    # the i-th example drawn fills the i-th slot; some valid ones then repeat an earlier one
-    return related([draft_of(slot, stuff, claims) for slot, stuff in zip(
-        slots(claims, count, seed), drawn, strict=False)], seed)
+    # the i-th example drawn fills the i-th slot; some valid Responses ones ask for JSON mode,
+    # and some valid ones then repeat an earlier one
+    return related(with_json_mode([draft_of(slot, stuff, claims) for slot, stuff in zip(
+        slots(claims, count, seed), drawn, strict=False)], seed), seed)
 
 
 def _case_id(draft: Draft, seed: int, index: int) -> str:
@@ -261,7 +263,12 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     key = _DROPS_KEY if drops else frozenset(target)
     first = run.shrunk.get(key)
     note = None
-    if first is None:
+    if draft.repeats is not None:
+        # a repeat is judged against the answer of the case it repeats: a shrinking try sends
+        # another body, which no relation follows (a try that kept only its other findings,
+        # a twin difference say, replaced the relation's failure); saved as drawn
+        small, small_result, runs = draft, result, 0
+    elif first is None:
         run.shrunk[key] = case.id
         found = shrink(draft, result, still_fails,
                        seconds=DROPPING_SHRINK_S if drops else None)
@@ -281,7 +288,8 @@ def settle(core: Any, case: Any, result: Any) -> tuple[Any, Any]:
     request = data["request"]
     small_result.diagnostics["generated"] = {
         **data["generated"], "shrink_runs": runs, "recipe_file": str(path),
-        "shrunk": first is None, "same_rules_as": first, "shrink_note": note,
+        "shrunk": first is None and draft.repeats is None, "same_rules_as": first,
+        "shrink_note": note,
         "request": request, "original_request": json.loads(json.dumps(
             recipe_data(draft, case_id=case.id, seed=run.seed, index=0,
                         model=run.model)["request"]))}

@@ -8,7 +8,9 @@ answers the same way (:mod:`.answers`), comparing them (:mod:`.compare`) and fol
 differences into the case's verdict (non-strict findings of the ``twin.*`` recommendations)
 and its diagnostics (``http_twin``: the request, both answers side by side, what was and was
 not compared). The HTTP request goes out once the case's NNRP operation has ended, so it
-changes nothing the suite measures of that operation.
+changes nothing the suite measures of that operation. It also makes the second HTTP call the
+relations need (:meth:`HttpTwin.pair`, ``pairs.py``): both requests of a relation the NNRP
+answers broke, sent over HTTP.
 
 docs/twin.md is the user's page.
 """
@@ -33,6 +35,7 @@ from nnrp_conformance.twin.http import (
     route_for,
     send,
 )
+from nnrp_conformance.twin.pairs import pair_over_http
 
 if TYPE_CHECKING:
     from nnrp_conformance.options import RunOptions
@@ -142,6 +145,12 @@ class HttpTwin:
             "nnrp": ours.view(), "http": theirs.view(),
         })
         return _with(result, diagnostics, comparison.findings)
+
+
+    async def pair(self, operation: str, first: Any, second: Any) -> dict[str, Any]:
+        """Both bodies of a relation the NNRP answers broke, sent over HTTP (``pairs.py``)."""
+        return await pair_over_http(self._http(), self.url, operation, (first, second),
+                                    timeout=self.timeout)
 
 
 def open_twin(options: RunOptions) -> HttpTwin | None:
