@@ -211,7 +211,7 @@ def test_the_adapter_core_never_imports_a_benchmark() -> None:
     graph = import_graph("vllm_nnrp_adapter")
     core = [m for m in graph
             if not any(m == f or m.startswith(f + ".") for f in (*ADAPTER_FACES, BENCHMARKS))]
-    assert "vllm_nnrp_adapter.conformance" in core and "vllm_nnrp_adapter.serve" in core
+    assert "vllm_nnrp_adapter.conformance.conformance" in core and "vllm_nnrp_adapter.launch.serve" in core
     found = [f"{m} -> {dst} ({where})" for m in sorted(core)
              for dst, where in sorted(graph[m].items())
              if dst == BENCHMARKS or dst.startswith(BENCHMARKS + ".")]

@@ -1,4 +1,5 @@
 """The binding to vLLM's own OpenAI serving layer (in process, no HTTP server).
+May import: `profile` (the release policy); vLLM itself only inside functions.
 
 This package owns: which vLLM is installed (``versions``), one binding per vLLM version
 family (``families``: where that family keeps each object the adapter uses, ``symbols`` names

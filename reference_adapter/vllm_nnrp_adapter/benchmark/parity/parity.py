@@ -35,15 +35,15 @@ from rich.console import Console
 
 from nnrp_conformance.client import NnrpClientError
 from nnrp_conformance.gate.evidence import PARITY_ADAPTER_LOG, PARITY_HTTP_SERVER_LOG
-from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.embedded import (
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
     ConformanceSetupError,
     tiny_model,
     vllm_python,
 )
+from vllm_nnrp_adapter.profile.policy import NEWEST_TESTED
 
 from ..lib.results import (
     BENCH_PARITY,

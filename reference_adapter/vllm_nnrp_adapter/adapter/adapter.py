@@ -18,26 +18,27 @@ import anyio
 
 from nnrp_conformance import contract
 
-from . import handlers, profile
-from .backend_call import BackendCall
-from .bodies import OPERATOR_ONLY_FIELDS, check_chat_body
-from .mapping import (
+from ..profile import profile
+from ..profile.bodies import OPERATOR_ONLY_FIELDS, check_chat_body
+from ..profile.mapping import (
     ChunkMapper,
     _usage_numbers,
     map_backend_error,
 )
-from .profile import ProfileError
-from .stall import StallWatchdog
-from .vllm_backend import BackendError
-from .vllm_backend.lines import (
+from ..profile.profile import ProfileError
+from ..vllm_backend import BackendError
+from ..vllm_backend.lines import (
     FEATURE_EMBEDDINGS,
     FEATURE_MODELS,
     FEATURE_RESPONSES,
     FEATURE_RESPONSES_STREAM_TOOLS,
 )
+from . import handlers
+from .backend_call import BackendCall
+from .stall import StallWatchdog
 
 if TYPE_CHECKING:
-    from .observability import Recorder
+    from ..observability.observability import Recorder
 
 __all__ = ["OPERATION_FEATURES", "OPERATOR_ONLY_FIELDS", "VllmNnrpAdapter", "check_chat_body"]
 

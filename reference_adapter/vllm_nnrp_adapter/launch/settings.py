@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .policy import SUPPORTED_VLLM
+from ..profile.policy import SUPPORTED_VLLM
 
 __all__ = [
     "DEFAULT_MANIFEST",
@@ -44,12 +44,12 @@ __all__ = [
 
 log = logging.getLogger("vllm_nnrp_adapter.vllm_plugin")
 
-DEFAULT_MANIFEST = Path(__file__).with_name("manifest.json")
+DEFAULT_MANIFEST = Path(__file__).parent.with_name("manifest.json")
 
 
 def default_manifest_path() -> Path:
     """The packaged adapter manifest (a copy of ``manifests/vllm-nnrp-adapter.json``)."""
-    repo_copy = Path(__file__).resolve().parents[2] / "manifests" / "vllm-nnrp-adapter.json"
+    repo_copy = Path(__file__).resolve().parents[3] / "manifests" / "vllm-nnrp-adapter.json"
     return repo_copy if repo_copy.is_file() else DEFAULT_MANIFEST
 
 
