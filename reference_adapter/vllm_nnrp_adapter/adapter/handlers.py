@@ -2,8 +2,8 @@
 ``embeddings.create`` (Level 3), docs/levels.md.
 
 Each is an async generator of profile events that :class:`.adapter.VllmNnrpAdapter` delegates
-to once the envelope is checked: the body check (:mod:`.bodies`), the backend call, the
-mapping (:mod:`.responses_mapping`) and, for a Responses stream, what the chat path does
+to once the envelope is checked: the body check (:mod:`..profile.bodies`), the backend call, the
+mapping (:mod:`..profile.responses_mapping`) and, for a Responses stream, what the chat path does
 too: the backend abort registered on the operation (a client cancel, the envelope's
 ``nnrp.timeout_ms``, the in-band hint and a disconnect all end in it; vLLM's Responses stream
 itself has no cancelled event, an aborted request there still ends "completed"), the stall

@@ -7,8 +7,8 @@ The suite then runs against it from the outside, as a separate pytest process, e
 as a provider would run it: ``pytest --nnrp-target ADDR --manifest MANIFEST``.
 
 Owns the command: the suite's command line, the manifest a run on a given vLLM line uses,
-and the run. The engine it starts is :mod:`.embedded`'s; the adapter process,
-:mod:`.adapter_process`'s.
+and the run. The engine it starts is :mod:`..launch.embedded`'s; the adapter process,
+:mod:`..launch.adapter_process`'s.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def manifest_for_vllm(version: str, *, embeddings: bool = False) -> Path:
     """The manifest a suite run against the adapter on vLLM ``version`` uses: with
     ``embeddings`` (the adapter runs an embeddings engine, ``--nnrp-embeddings-engine``) the
     adapter's own; without, the same less ``embeddings.create``, by the rule the capability
-    document follows (:func:`.profile.capability_document`), written once under the cache."""
+    document follows (:func:`..profile.profile.capability_document`), written once under the cache."""
     if limitations(version):
         if LIMITED_LINE_MANIFEST.is_file():
             return LIMITED_LINE_MANIFEST

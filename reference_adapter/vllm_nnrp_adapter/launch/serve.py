@@ -1,6 +1,6 @@
 """The explicit start-up path, and the NNRP serving both start-up paths share.
 
-:func:`serve` builds everything from vLLM's own arguments (through :mod:`.vllm_backend`),
+:func:`serve` builds everything from vLLM's own arguments (through :mod:`..vllm_backend`),
 then serves until SIGINT/SIGTERM. :func:`nnrp_serving` is the part both paths share: the
 adapter, the optional metrics server and the NNRP server around a bound backend, with the
 start-up information. Which start-up path is active (``explicit`` here, ``vllm-plugin``

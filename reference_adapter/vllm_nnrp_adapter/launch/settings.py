@@ -2,7 +2,7 @@
 configure, and which of the two start-up paths owns this process.
 
 Owns :class:`ServeConfig` (the one settings object both paths build; the explicit path from
-its ``--nnrp-*`` flags in :mod:`.cli`, the vLLM-plugin path from the environment here), the
+its ``--nnrp-*`` flags in :mod:`..cli`, the vLLM-plugin path from the environment here), the
 ``NNRP_PLUGIN_*`` table that maps each variable onto a :class:`ServeConfig` field with its
 parser, the packaged default manifest, and the explicit path's claim on the process (the
 plugin stays off where ``vllm-nnrp serve`` runs). Imports neither vLLM nor nnrp-py: vLLM
@@ -56,7 +56,7 @@ def default_manifest_path() -> Path:
 @dataclass
 class ServeConfig:
     """Everything NNRP serving needs besides the engine: built by the explicit path from its
-    ``--nnrp-*`` flags (:mod:`.cli`) and by the plugin from ``NNRP_PLUGIN_*`` (below)."""
+    ``--nnrp-*`` flags (:mod:`..cli`) and by the plugin from ``NNRP_PLUGIN_*`` (below)."""
 
     vllm_argv: list[str]
     listen: str = "127.0.0.1:4433"

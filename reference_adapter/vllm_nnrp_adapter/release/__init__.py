@@ -6,7 +6,7 @@ model, the full conformance suite against it (as a provider runs it, in its own 
 with the claims the adapter keeps on that line: ``conformance.manifest_for_vllm``, recorded
 as the version's ``manifest.json`` when they are fewer than the adapter's),
 the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke) and the suite again
-inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`..twin`); the
+inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`..conformance.twin`); the
 order is :mod:`.versions`'. The vLLM environments are built in the background meanwhile, and
 each version's run starts as soon as its own environment is ready (:mod:`.builds`); each step
 is shown and recorded by :mod:`.steps`. Once every build is done: on the

@@ -11,7 +11,7 @@ HTTP | ...), so drift in the machine's load falls on both alike.
 Per path and workload it reports aggregate tokens/s per round, TTFT and inter-token gap
 (p50/p95 of every request), and the CPU seconds per 1,000 generated tokens of the serving
 process (the API server, or the adapter) and of its engine (the engine-core process), read
-from ``/proc`` (:mod:`.proc_cpu`) around each round. The clients run in this process and
+from ``/proc`` (:mod:`...observability.proc_cpu`) around each round. The clients run in this process and
 their CPU (``process_time``) is reported apart, never in the servers' figures; the idle
 server's CPU during the other's round is reported too (what it takes from the machine).
 """
