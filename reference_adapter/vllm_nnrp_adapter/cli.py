@@ -17,21 +17,22 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import LINES, SUPPORTED_VLLM, __version__
+from . import __version__
 from .benchmark import BENCHMARKS
 from .benchmark import main as bench_main
-from .conformance import main as conformance_main
-from .conformance import manifest_for_vllm
-from .logs import ADAPTER_LOGGER
-from .probe import command as probe_command
+from .conformance.conformance import main as conformance_main
+from .conformance.conformance import manifest_for_vllm
+from .conformance.twin import TWIN_FLAG
+from .conformance.twin import main as twin_main
+from .launch.logs import ADAPTER_LOGGER
+from .launch.probe import command as probe_command
+from .launch.scaleout import explicit_path_problem
+from .launch.security import TlsError, from_vllm_argv, serving_problem
+from .launch.serve import run_serve
+from .launch.settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
+from .profile.policy import LINES, SUPPORTED_VLLM
 from .release import main as release_main
-from .scaleout import explicit_path_problem
-from .security import TlsError, from_vllm_argv, serving_problem
-from .serve import run_serve
-from .settings import add_serve_flags, config_from_flags, model_argument, model_path_problem
 from .tiny_model import build_tiny_model
-from .twin import TWIN_FLAG
-from .twin import main as twin_main
 from .vllm_backend import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
 log = logging.getLogger("vllm_nnrp_adapter")

@@ -19,14 +19,14 @@ from probe import PLUGIN_KEY
 
 from nnrp_conformance.options import API_KEY_ENV
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.embedded import (
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import (
     ConformanceSetupError,
     engine_environment,
     tiny_model,
     vllm_python,
 )
-from vllm_nnrp_adapter.processes import orphaned_shm
+from vllm_nnrp_adapter.launch.processes import orphaned_shm
 
 #: the newest tested version: what the test command runs real vLLM on (the release run runs
 #: the suite, smoke and benchmarks on every tested version: docs/testing.md#real-vllm)

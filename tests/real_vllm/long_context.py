@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.embedded import EMBEDDED_ENGINE_ARGS, tiny_model
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import EMBEDDED_ENGINE_ARGS, tiny_model
 
 LONG_CONTEXT = 32768
 MAX_TOKENS = 30000

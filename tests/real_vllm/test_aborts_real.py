@@ -35,7 +35,7 @@ from probe import connect, engine_count
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]
 

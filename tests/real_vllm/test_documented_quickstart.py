@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import start_process_group, stop_process_group
+from vllm_nnrp_adapter.launch.processes import start_process_group, stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "docs" / "quickstart.md"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import start_process_group, stop_process_group
+from vllm_nnrp_adapter.launch.processes import start_process_group, stop_process_group
 
 pytestmark = pytest.mark.real_vllm
 

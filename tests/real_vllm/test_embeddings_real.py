@@ -26,7 +26,7 @@ from probe import connect, engine_count
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.vllm_backend.families import limitations
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]

@@ -20,8 +20,8 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClientError
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.serve import EXIT_ENGINE_DIED
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.serve import EXIT_ENGINE_DIED
 
 # the adapter's answer to a dead engine core; vLLM's engine-core process model is the same on
 # every line of the range

@@ -12,7 +12,7 @@ from probe import connect, engine_count
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 
 # the adapter's own fault handling over vLLM's abort, the same on every line (the aborts and
 # levels modules prove the abort on the lower bound too)

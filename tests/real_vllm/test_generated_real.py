@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from nnrp_conformance.validation import validate
-from vllm_nnrp_adapter.conformance import AdapterProcess, manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.current_line_only]
 REPO = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.conformance import manifest_for_vllm
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.vllm_backend.families import limitations
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_vllm, pytest.mark.wire]

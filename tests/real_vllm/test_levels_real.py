@@ -39,8 +39,8 @@ from probe import SCHEMA_IGNORED_BY_FORCED_TOOL_CALLS, connect, engine_count
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.conformance import manifest_for_vllm
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.vllm_backend.families import limitations
 from vllm_nnrp_adapter.vllm_backend.lines import NO_EMBEDDINGS_ENGINE
 

@@ -32,17 +32,17 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.benchmark.parity.http_sse import free_port
-from vllm_nnrp_adapter.conformance import manifest_for_vllm
-from vllm_nnrp_adapter.embedded import EMBEDDED_ENGINE_ARGS, engine_environment
-from vllm_nnrp_adapter.processes import (
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import EMBEDDED_ENGINE_ARGS, engine_environment
+from vllm_nnrp_adapter.launch.processes import (
     process_tree,
     shm_files_in_use,
     start_process_group,
     stop_process_group,
 )
-from vllm_nnrp_adapter.settings import ENV_LISTEN
+from vllm_nnrp_adapter.launch.settings import ENV_LISTEN
 
 # several API servers and data-parallel ranks: the adapter's rank handling, read through the
 # version binding, on the current line (the binding's rank fields are unit-tested per family)

@@ -25,8 +25,8 @@ from probe import LOCAL_BOUND_S, PLUGIN_KEY
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "wire"))

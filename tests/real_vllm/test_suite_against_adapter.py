@@ -15,8 +15,8 @@ import pytest
 
 from nnrp_conformance.validation import validate
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 from vllm_nnrp_adapter.vllm_backend.families import limitations
 
 pytestmark = pytest.mark.real_vllm
@@ -95,7 +95,7 @@ def test_backend_binding_in_the_vllm_venv(vllm_env):
         text=True,
         timeout=1200,
         env={
-            **__import__("vllm_nnrp_adapter.embedded", fromlist=["x"]).engine_environment(
+            **__import__("vllm_nnrp_adapter.launch.embedded", fromlist=["x"]).engine_environment(
                 vllm_env["python"]
             ),
             "NNRP_TINY_MODEL": str(vllm_env["model"]),

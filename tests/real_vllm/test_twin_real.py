@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.conformance import manifest_for_vllm, run_suite
-from vllm_nnrp_adapter.twin import TWIN_PROBES, http_url, summarize
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.conformance.twin import TWIN_PROBES, http_url, summarize
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from vllm_nnrp_adapter import vllm_plugin
-from vllm_nnrp_adapter.processes import listening_tcp_ports
+from vllm_nnrp_adapter.launch import vllm_plugin
+from vllm_nnrp_adapter.launch.processes import listening_tcp_ports
 
 pytestmark = pytest.mark.real_vllm
 

@@ -26,9 +26,9 @@ from probe import connect
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.conformance import manifest_for_vllm, run_suite
-from vllm_nnrp_adapter.vllm_plugin import MIDDLEWARE
+from vllm_nnrp_adapter.conformance.conformance import manifest_for_vllm, run_suite
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.vllm_plugin import MIDDLEWARE
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.wire]
 REPO = Path(__file__).resolve().parents[2]

@@ -21,10 +21,10 @@ import anyio
 import pytest
 
 from nnrp_conformance import contract
-from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.adapter.adapter import VllmNnrpAdapter
 from vllm_nnrp_adapter.benchmark.soak.memory import object_census
 from vllm_nnrp_adapter.nnrp_server import NnrpServer, OperationContext
-from vllm_nnrp_adapter.observability import Recorder
+from vllm_nnrp_adapter.observability.observability import Recorder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_backend import ScriptedBackend

@@ -74,7 +74,7 @@ def expected_text(script: Script) -> list[str]:
 
 
 class ScriptedBackend:
-    """The backend protocol of :class:`vllm_nnrp_adapter.adapter.VllmNnrpAdapter`."""
+    """The backend protocol of :class:`vllm_nnrp_adapter.adapter.adapter.VllmNnrpAdapter`."""
 
     version = "scripted"
 

@@ -206,7 +206,7 @@ async def test_timeouts_end_with_the_timeout_error_and_abort_the_backend() -> No
 
 
 async def test_a_stalled_backend_ends_in_a_backend_error_and_is_aborted() -> None:
-    """The stall watchdog (vllm_nnrp_adapter.stall): no backend output for
+    """The stall watchdog (vllm_nnrp_adapter.adapter.stall): no backend output for
     backend_stall_timeout_s ends the operation with an error terminal and aborts the backend,
     while a stream whose every chunk comes within the limit runs to completion however long
     it takes in all (the limit is per wait, not per operation)."""

@@ -115,8 +115,8 @@ async def test_the_second_listener_serves_the_same_adapter_over_ipc() -> None:
     to): one adapter, two listeners; a lean session streams the same answer over each."""
     import tempfile
 
-    from vllm_nnrp_adapter.serve import nnrp_serving
-    from vllm_nnrp_adapter.settings import ServeConfig
+    from vllm_nnrp_adapter.launch.serve import nnrp_serving
+    from vllm_nnrp_adapter.launch.settings import ServeConfig
 
     with tempfile.TemporaryDirectory(prefix="nnrp-") as short:  # a Unix socket path is short
         config = ServeConfig(vllm_argv=[], listen="127.0.0.1:0",

@@ -25,10 +25,10 @@ from typing import Any
 import anyio
 import pytest
 
-from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.launch.serve import nnrp_serving
+from vllm_nnrp_adapter.launch.settings import ServeConfig
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
-from vllm_nnrp_adapter.serve import nnrp_serving
-from vllm_nnrp_adapter.settings import ServeConfig
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 HERE = Path(__file__).parent

@@ -15,9 +15,9 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter.security import InsecureListen
-from vllm_nnrp_adapter.serve import nnrp_serving
-from vllm_nnrp_adapter.settings import ServeConfig
+from vllm_nnrp_adapter.launch.security import InsecureListen
+from vllm_nnrp_adapter.launch.serve import nnrp_serving
+from vllm_nnrp_adapter.launch.settings import ServeConfig
 
 pytestmark = pytest.mark.anyio
 HERE = Path(__file__).parent

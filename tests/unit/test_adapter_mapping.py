@@ -13,7 +13,7 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter.mapping import BACKEND_FAMILY_CODES, ChunkMapper, map_backend_error
+from vllm_nnrp_adapter.profile.mapping import BACKEND_FAMILY_CODES, ChunkMapper, map_backend_error
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 VERSIONS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())

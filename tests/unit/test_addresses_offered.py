@@ -21,8 +21,12 @@ import pytest
 
 from nnrp_conformance.wire.pump import AddressError, parse_address
 from vllm_nnrp_adapter import cli
-from vllm_nnrp_adapter.settings import SETTINGS
-from vllm_nnrp_adapter.vllm_plugin import ENV_LISTEN, PluginSettingsError, settings_from_environ
+from vllm_nnrp_adapter.launch.settings import SETTINGS
+from vllm_nnrp_adapter.launch.vllm_plugin import (
+    ENV_LISTEN,
+    PluginSettingsError,
+    settings_from_environ,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "docs" / "examples" / "minimal_endpoint" / "manifest.json"

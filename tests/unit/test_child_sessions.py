@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import process_tree, start_process_group, stop_process_group
+from vllm_nnrp_adapter.launch.processes import process_tree, start_process_group, stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 # what makes a child a session leader: Popen's flag, the os call (also as a preexec_fn) and the
@@ -48,7 +48,7 @@ def test_no_child_is_started_in_a_new_session() -> None:
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not found, ("a child started in a new session is a task group of its own and brings "
                        "back the machine stalls (docs/vllm-cpu.md#machine-stalls); use "
-                       "vllm_nnrp_adapter.processes.start_process_group:\n" + "\n".join(found))
+                       "vllm_nnrp_adapter.launch.processes.start_process_group:\n" + "\n".join(found))
 
 
 def test_the_scan_finds_each_spelling(tmp_path: Path) -> None:

@@ -34,9 +34,9 @@ import yaml
 
 from nnrp_conformance.wire.pump import Endpoint, parse_address
 from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter import probe as probe_module
 from vllm_nnrp_adapter.cli import COMMANDS, _serve_parser
-from vllm_nnrp_adapter.security import from_vllm_argv, serving_problem
+from vllm_nnrp_adapter.launch import probe as probe_module
+from vllm_nnrp_adapter.launch.security import from_vllm_argv, serving_problem
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

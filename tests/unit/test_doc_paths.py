@@ -9,6 +9,8 @@ Read: README.md, CHANGELOG.md and every page under docs/. Checked:
   folder (the performance pages name its modules from there) or the example endpoint's folder; a bare file name (``inflight.py``) is a file somewhere in the tree;
 * a dotted module path (``nnrp_conformance.gate.smoke``, ``vllm_nnrp_adapter.benchmark.BENCHMARKS``)
   is a module of ours, and a name after the module is one the module defines at its top level.
+  An old name the adapter keeps (``vllm_nnrp_adapter.ALIASES``: ``vllm_nnrp_adapter.vllm_plugin``)
+  is checked as the module it names.
 
 Not ours, so not checked: vLLM's source files the operator guide cites by vLLM's own paths
 (their first folder is vLLM's: ``entrypoints/``, ``v1/``), a path after "not" (a counterexample:
@@ -23,6 +25,8 @@ import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+
+from vllm_nnrp_adapter import ALIASES
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {"nnrp_conformance": REPO / "suite" / "nnrp_conformance",
@@ -84,6 +88,10 @@ def _top_level_names(module: Path) -> frozenset[str]:
 
 
 def module_problem(dotted: str) -> str | None:
+    for old, new in ALIASES.items():  # an old name the adapter keeps for its new module
+        if dotted == old or dotted.startswith(old + "."):
+            dotted = new + dotted[len(old):]
+            break
     first, *rest = dotted.split(".")
     here = PACKAGES[first]
     while rest and ((here / rest[0]).is_dir() or (here / f"{rest[0]}.py").is_file()):

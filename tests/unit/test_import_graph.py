@@ -8,11 +8,16 @@ Read statically with ``ast`` (nothing is imported), every ``import`` of ``suite/
 where each import stands, so the failure says what to move. What both sides of a circle need
 goes below both (a small module of shared types or protocols, like
 ``vllm_nnrp_adapter/nnrp_server/sides.py``), never into a late import.
+
+The adapter's rooms (issue 46): one folder per module of its design, in a declared layer order
+(:data:`ROOM_IMPORTS`: which room may import which); the top folder holds ``cli.py`` and
+``__init__.py`` only, and each room's ``__init__`` says on its second line what it may import.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -211,11 +216,109 @@ def test_the_adapter_core_never_imports_a_benchmark() -> None:
     graph = import_graph("vllm_nnrp_adapter")
     core = [m for m in graph
             if not any(m == f or m.startswith(f + ".") for f in (*ADAPTER_FACES, BENCHMARKS))]
-    assert "vllm_nnrp_adapter.conformance" in core and "vllm_nnrp_adapter.serve" in core
+    assert "vllm_nnrp_adapter.conformance.conformance" in core
+    assert "vllm_nnrp_adapter.launch.serve" in core
     found = [f"{m} -> {dst} ({where})" for m in sorted(core)
              for dst, where in sorted(graph[m].items())
              if dst == BENCHMARKS or dst.startswith(BENCHMARKS + ".")]
     assert found == []
+
+
+# --- the adapter's rooms (issue 46) ------------------------------------------------------------
+
+ADAPTER = "vllm_nnrp_adapter"
+#: what the adapter's top folder holds besides its rooms
+TOP_FILES = frozenset({"__init__.py", "cli.py", "py.typed"})
+
+#: room -> the rooms it may import, read from the import graph after issue 46; bottom first.
+#: A new arrow is a decision: add it here and to the room's "May import:" line only if the
+#: order stays one (no arrow back up; test_the_room_table_is_a_layer_order).
+ROOM_IMPORTS: dict[str, frozenset[str]] = {
+    "profile": frozenset(),
+    "observability": frozenset(),
+    "tiny_model": frozenset(),
+    "vllm_backend": frozenset({"profile"}),
+    "nnrp_server": frozenset({"profile"}),
+    "adapter": frozenset({"profile", "observability", "vllm_backend"}),
+    "launch": frozenset({"profile", "observability", "vllm_backend", "nnrp_server", "adapter"}),
+    "conformance": frozenset({"profile", "vllm_backend", "launch"}),
+    "benchmark": frozenset({"profile", "observability", "vllm_backend", "nnrp_server", "adapter",
+                            "launch"}),
+    "release": frozenset({"profile", "vllm_backend", "launch", "conformance", "benchmark"}),
+}
+#: the top folder's modules: the package (the release policy's names) and the command (all)
+TOP_IMPORTS: dict[str, frozenset[str]] = {
+    ADAPTER: frozenset({"profile"}),
+    f"{ADAPTER}.cli": frozenset(ROOM_IMPORTS),
+}
+
+
+def room_of(module: str) -> str:
+    """``vllm_nnrp_adapter.launch.serve`` -> ``launch``; a module of the top folder is its own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOM_IMPORTS else module
+
+
+def forbidden_room_imports(graph: dict[str, dict[str, str]]) -> list[str]:
+    """Each import from one room into another that :data:`ROOM_IMPORTS` does not allow."""
+    found = []
+    for src, edges in sorted(graph.items()):
+        here = room_of(src)
+        allowed = ROOM_IMPORTS.get(here, TOP_IMPORTS.get(here, frozenset()))
+        for dst, where in sorted(edges.items()):
+            there = room_of(dst)
+            if there != here and there not in allowed:
+                may = ", ".join(sorted(allowed)) or "no room"
+                found.append(f"{where}: {src} imports {dst}: room {here!r} may import {may}, "
+                             f"not {there!r} (ROOM_IMPORTS in tests/unit/test_import_graph.py)")
+    return found
+
+
+def test_each_room_imports_only_the_rooms_the_table_allows() -> None:
+    graph = import_graph(ADAPTER)
+    assert f"{ADAPTER}.launch.serve" in graph and f"{ADAPTER}.profile.policy" in graph
+    found = forbidden_room_imports(graph)
+    assert found == [], "imports against the adapter's layer order:\n" + "\n".join(found)
+
+
+def test_a_forbidden_import_is_named_with_where_it_stands() -> None:
+    graph = {f"{ADAPTER}.profile.mapping": {f"{ADAPTER}.launch.settings": "x/mapping.py:7",
+                                           f"{ADAPTER}.profile.profile": "x/mapping.py:8"},
+             f"{ADAPTER}.launch.serve": {f"{ADAPTER}.adapter.adapter": "x/serve.py:3"}}
+    assert forbidden_room_imports(graph) == [
+        f"x/mapping.py:7: {ADAPTER}.profile.mapping imports {ADAPTER}.launch.settings: room "
+        "'profile' may import no room, not 'launch' (ROOM_IMPORTS in "
+        "tests/unit/test_import_graph.py)"]
+
+
+def test_the_room_table_is_a_layer_order() -> None:
+    table = {room: dict.fromkeys(allowed, "") for room, allowed in ROOM_IMPORTS.items()}
+    assert all(dst in ROOM_IMPORTS for allowed in ROOM_IMPORTS.values() for dst in allowed)
+    assert cycles(table) == []
+
+
+def test_the_top_folder_holds_only_cli_init_and_the_rooms() -> None:
+    root = PACKAGES[ADAPTER]
+    strays = sorted(p.name for p in root.iterdir()
+                    if p.name != "__pycache__" and not p.is_dir() and p.name not in TOP_FILES)
+    assert strays == [], (
+        f"{', '.join(strays)} in {root.relative_to(ROOT)}: the adapter's top folder holds "
+        "cli.py and __init__.py only; a module goes into the room whose job it does "
+        "(docs/architecture.md#where-new-code-goes)")
+    rooms = {p.name for p in root.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert rooms == set(ROOM_IMPORTS), "a room on disk and ROOM_IMPORTS must name each other"
+    assert all((root / room / "__init__.py").is_file() for room in rooms)
+
+
+@pytest.mark.parametrize("room", sorted(ROOM_IMPORTS))
+def test_each_room_says_what_it_owns_and_may_import(room: str) -> None:
+    init = PACKAGES[ADAPTER] / room / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    lines = doc.splitlines()
+    assert len(lines) >= 2 and lines[0] and lines[1].startswith("May import: "), (
+        f"{init.relative_to(ROOT)}: line 1 says what the room owns, line 2 'May import: ...'")
+    said = set(re.findall(r"(?<!`)`(\w+)`(?!`)", lines[1]))
+    assert said == ROOM_IMPORTS[room], f"{init.relative_to(ROOT)}: {lines[1]}"
 
 
 def test_the_suite_never_imports_the_adapter() -> None:

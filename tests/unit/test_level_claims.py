@@ -15,17 +15,22 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate, validate_event
-from vllm_nnrp_adapter import LINES, NEWEST_TESTED, profile
-from vllm_nnrp_adapter.adapter import OPERATION_FEATURES, VllmNnrpAdapter, withheld_operations
-from vllm_nnrp_adapter.bodies import (
+from vllm_nnrp_adapter.adapter.adapter import (
+    OPERATION_FEATURES,
+    VllmNnrpAdapter,
+    withheld_operations,
+)
+from vllm_nnrp_adapter.conformance.conformance import LIMITED_LINE_MANIFEST, manifest_for_vllm
+from vllm_nnrp_adapter.launch.settings import default_manifest_path
+from vllm_nnrp_adapter.profile import profile
+from vllm_nnrp_adapter.profile.bodies import (
     OPERATOR_ONLY_FIELDS,
     check_embeddings_body,
     check_models_body,
     check_responses_body,
 )
-from vllm_nnrp_adapter.conformance import LIMITED_LINE_MANIFEST, manifest_for_vllm
-from vllm_nnrp_adapter.profile import ProfileError
-from vllm_nnrp_adapter.settings import default_manifest_path
+from vllm_nnrp_adapter.profile.policy import LINES, NEWEST_TESTED
+from vllm_nnrp_adapter.profile.profile import ProfileError
 from vllm_nnrp_adapter.vllm_backend.families import family_for, limitations
 from vllm_nnrp_adapter.vllm_backend.lines import (
     FEATURE_EMBEDDINGS,

@@ -12,7 +12,7 @@ from nnrp_conformance.wire import codec
 from vllm_nnrp_adapter.benchmark import mapper
 from vllm_nnrp_adapter.benchmark.lib import results
 from vllm_nnrp_adapter.benchmark.lib.results import BENCH_MAPPER, required_metrics
-from vllm_nnrp_adapter.mapping import ChunkMapper
+from vllm_nnrp_adapter.profile.mapping import ChunkMapper
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import orphaned_shm, remove_leftovers
+from vllm_nnrp_adapter.launch.processes import orphaned_shm, remove_leftovers
 
 SHM = Path("/dev/shm")
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm here")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.processes import (
+from vllm_nnrp_adapter.launch.processes import (
     shm_files_in_use,
     start_process_group,
     stop_process_group,

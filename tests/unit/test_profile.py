@@ -9,8 +9,8 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter import profile
-from vllm_nnrp_adapter.profile import ProfileError, parse_envelope
+from vllm_nnrp_adapter.profile import profile
+from vllm_nnrp_adapter.profile.profile import ProfileError, parse_envelope
 
 MANIFEST = Path(__file__).resolve().parents[2] / "manifests" / "vllm-nnrp-adapter.json"
 

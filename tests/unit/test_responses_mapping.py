@@ -18,7 +18,7 @@ import pytest
 
 from nnrp_conformance import contract
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter.responses_mapping import IGNORED_EVENT_TYPES, ResponsesMapper
+from vllm_nnrp_adapter.profile.responses_mapping import IGNORED_EVENT_TYPES, ResponsesMapper
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-responses"
 VERSIONS = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir())

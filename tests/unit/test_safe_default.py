@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.security import (
+from vllm_nnrp_adapter.launch.security import (
     Security,
     TlsError,
     TlsFiles,

@@ -7,14 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from vllm_nnrp_adapter.scaleout import (
+from vllm_nnrp_adapter.launch.scaleout import (
     ScaleOutError,
     api_server_rank,
     config_for_rank,
     explicit_path_problem,
     listen_for_rank,
 )
-from vllm_nnrp_adapter.settings import ServeConfig
+from vllm_nnrp_adapter.launch.settings import ServeConfig
 
 
 @pytest.mark.parametrize(("listen", "rank", "expected"), [

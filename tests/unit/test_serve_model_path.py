@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_nnrp_adapter.settings import model_argument, model_path_problem
+from vllm_nnrp_adapter.launch.settings import model_argument, model_path_problem
 
 
 def serve(*argv: str) -> subprocess.CompletedProcess[str]:

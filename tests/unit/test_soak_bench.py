@@ -10,7 +10,7 @@ from nnrp_conformance.gate.evidence import load_document
 from vllm_nnrp_adapter.benchmark.lib.results import write_results
 from vllm_nnrp_adapter.benchmark.soak import soak
 from vllm_nnrp_adapter.benchmark.soak.results import results_for_gate
-from vllm_nnrp_adapter.mapping import ChunkMapper
+from vllm_nnrp_adapter.profile.mapping import ChunkMapper
 
 TEXT = soak._expected("text", 4)
 

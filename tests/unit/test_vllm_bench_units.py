@@ -22,7 +22,7 @@ from vllm_nnrp_adapter.benchmark.lib.results import (
 from vllm_nnrp_adapter.benchmark.parity import parity
 from vllm_nnrp_adapter.benchmark.parity.facts import NNRP_SUITE
 from vllm_nnrp_adapter.benchmark.soak import results as soak_results
-from vllm_nnrp_adapter.policy import policy_path
+from vllm_nnrp_adapter.profile.policy import policy_path
 
 # --- statistics -----------------------------------------------------------------------------
 
@@ -109,7 +109,7 @@ def test_content_of_chunk() -> None:
 
 def _round(path: str, r: int, samples: list, wall: float, serving: float, engine: float,
            client: float = 0.1) -> parity.RoundResult:
-    from vllm_nnrp_adapter.proc_cpu import TreeCpu
+    from vllm_nnrp_adapter.observability.proc_cpu import TreeCpu
 
     return parity.RoundResult(path, r, samples, wall, TreeCpu(serving, engine), client, 0.01,
                               "1.00 1.00 1.00")
@@ -190,7 +190,7 @@ def test_process_tree_cpu_counts_a_busy_child_as_engine() -> None:
     import sys
     import time
 
-    from vllm_nnrp_adapter.proc_cpu import cpu_seconds, descendants, tree_cpu
+    from vllm_nnrp_adapter.observability.proc_cpu import cpu_seconds, descendants, tree_cpu
 
     child = subprocess.Popen([sys.executable, "-c",
                               "import time\nt=time.process_time()\n"

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from vllm_nnrp_adapter import settings, vllm_plugin
-from vllm_nnrp_adapter.vllm_plugin import (
+from vllm_nnrp_adapter.launch.vllm_plugin import (
     ENV_LISTEN,
     ENV_PREFIX,
     NnrpServing,

@@ -21,10 +21,10 @@ import pytest
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from nnrp_conformance.validation import validate_event
-from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
-from vllm_nnrp_adapter.mapping import stalled_event
+from vllm_nnrp_adapter.adapter.adapter import VllmNnrpAdapter
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
-from vllm_nnrp_adapter.responses_mapping import ResponsesMapper
+from vllm_nnrp_adapter.profile.mapping import stalled_event
+from vllm_nnrp_adapter.profile.responses_mapping import ResponsesMapper
 from vllm_nnrp_adapter.vllm_backend import BackendError
 from vllm_nnrp_adapter.vllm_backend.families import limitations
 

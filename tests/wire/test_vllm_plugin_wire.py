@@ -2,7 +2,7 @@
 
 No vLLM here: the backend seam (:meth:`NnrpServing._bind_backend`) gets a small scripted
 backend built from the state's serving object, so the lifespan wiring, the shared serving code
-(:func:`vllm_nnrp_adapter.serve.nnrp_serving`), the ready file, the diagnostics and the clean
+(:func:`vllm_nnrp_adapter.launch.serve.nnrp_serving`), the ready file, the diagnostics and the clean
 stop are checked in the dev venv; tests/real_vllm/test_vllm_plugin_real.py does the same inside
 real vLLM.
 """
@@ -22,7 +22,7 @@ import pytest
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient
 from vllm_nnrp_adapter import vllm_plugin
-from vllm_nnrp_adapter.processes import listening_tcp_ports
+from vllm_nnrp_adapter.launch.processes import listening_tcp_ports
 from vllm_nnrp_adapter.vllm_backend import StreamChunk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]

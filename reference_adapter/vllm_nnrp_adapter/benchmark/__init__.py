@@ -1,4 +1,5 @@
 """Benchmarks of the adapter, a folder per family, each command a module with ``main(argv) -> int``.
+May import: `profile`, `observability`, `vllm_backend`, `nnrp_server`, `adapter`, `launch`.
 
 ``vllm-nnrp bench NAME [ARGS]`` dispatches here (:data:`BENCHMARKS` names the module of each
 command). Every benchmark prints a table and writes its JSON (``--json PATH``) in the

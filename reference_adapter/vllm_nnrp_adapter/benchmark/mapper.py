@@ -32,9 +32,9 @@ from rich.console import Console
 
 from nnrp_conformance.wire import codec
 
-from .. import TESTED_VERSIONS
-from ..embedded import REPO_ROOT
-from ..mapping import ChunkMapper
+from ..launch.embedded import REPO_ROOT
+from ..profile.mapping import ChunkMapper
+from ..profile.policy import TESTED_VERSIONS
 from ..vllm_backend import parse_sse
 from .lib.results import BENCH_MAPPER, metric, print_results, ratio, results_document, write_results
 

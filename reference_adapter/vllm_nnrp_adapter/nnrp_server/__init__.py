@@ -1,4 +1,5 @@
 """The adapter's NNRP server binding on nnrp-py: frames in, profile events out.
+May import: `profile`.
 
 Rooms: ``server`` (listener, accept thread, lifecycle, the shared poll budget; the only room
 that knows both sides), ``pump`` (one thread per session), ``operations`` (the policy for one

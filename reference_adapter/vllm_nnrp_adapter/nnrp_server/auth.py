@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nnrp_conformance import contract
-from vllm_nnrp_adapter import profile
+from vllm_nnrp_adapter.profile import profile
 
 from .operation import _Terminal
 from .terminal import error_terminal

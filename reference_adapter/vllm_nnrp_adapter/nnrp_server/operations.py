@@ -20,7 +20,7 @@ import anyio
 from nnrp_conformance import contract
 from nnrp_conformance.wire import codec
 from nnrp_conformance.wire.codec import WireViolation
-from vllm_nnrp_adapter import profile
+from vllm_nnrp_adapter.profile import profile
 
 from . import auth
 from .hints import Hints

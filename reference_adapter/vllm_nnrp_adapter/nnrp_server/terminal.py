@@ -12,7 +12,7 @@ from nnrp.runtime import ResultDropReasonMetadata, RuntimeRole
 
 from nnrp_conformance import contract
 from nnrp_conformance.wire import codec
-from vllm_nnrp_adapter import profile
+from vllm_nnrp_adapter.profile import profile
 
 from . import sdk
 from .operation import _Op, _Terminal

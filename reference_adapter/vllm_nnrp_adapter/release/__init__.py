@@ -1,11 +1,12 @@
 """``vllm-nnrp release``: the whole release run, writing the evidence tree the gate reads.
+May import: `profile`, `vllm_backend`, `launch`, `conformance`, `benchmark`.
 
 For the lower bound and the current line: the adapter on real vLLM CPU with the tiny local
 model, the full conformance suite against it (as a provider runs it, in its own process,
 with the claims the adapter keeps on that line: ``conformance.manifest_for_vllm``, recorded
 as the version's ``manifest.json`` when they are fewer than the adapter's),
 the real-vLLM benchmarks (streaming and cancellation latency, e2e smoke) and the suite again
-inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`..twin`); the
+inside ``vllm serve`` with vLLM's own HTTP API as its twin (``twin/``: :mod:`..conformance.twin`); the
 order is :mod:`.versions`'. The vLLM environments are built in the background meanwhile, and
 each version's run starts as soon as its own environment is ready (:mod:`.builds`); each step
 is shown and recorded by :mod:`.steps`. Once every build is done: on the
@@ -33,11 +34,10 @@ from typing import Any
 
 from nnrp_conformance.gate.evidence import MANIFEST_FILE, POLICY_FILE
 
-from .. import CURRENT_TESTED, TESTED_VERSIONS
 from ..benchmark.lib.results import BENCH_LOAD, BENCH_SOAK
-from ..embedded import REPO_ROOT
-from ..policy import policy_path
-from ..settings import default_manifest_path
+from ..launch.embedded import REPO_ROOT
+from ..launch.settings import default_manifest_path
+from ..profile.policy import CURRENT_TESTED, TESTED_VERSIONS, policy_path
 from .builds import BackgroundBuild, environment_facts
 from .record import RunRecord, clear_earlier_run, one_run_problems
 from .steps import Step, console

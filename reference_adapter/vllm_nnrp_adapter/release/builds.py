@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..embedded import REPO_ROOT
+from ..launch.embedded import REPO_ROOT
 from .steps import console
 
 

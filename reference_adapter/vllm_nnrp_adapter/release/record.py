@@ -28,7 +28,7 @@ from typing import Any
 from nnrp_conformance.gate.evidence import MANIFEST_FILE, POLICY_FILE
 
 from ..benchmark.lib.results import machine_info, now_rfc3339
-from ..embedded import REPO_ROOT
+from ..launch.embedded import REPO_ROOT
 
 RUN_FILE = "release-run.json"
 #: what a release run writes at the root of its folder (the gate's report three times)

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..embedded import ConformanceSetupError
+from ..launch.embedded import ConformanceSetupError
 
 console = Console(stderr=True)
 

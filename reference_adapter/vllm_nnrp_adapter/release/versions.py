@@ -26,12 +26,12 @@ from pathlib import Path
 
 from nnrp_conformance.gate.evidence import ADAPTER_LOG, MANIFEST_FILE
 
-from ..adapter_process import AdapterProcess
 from ..benchmark.parity.facts import HTTP, NNRP, NNRP_IPC, NNRP_ONE
-from ..conformance import manifest_for_vllm, run_suite
-from ..embedded import tiny_model, vllm_python
-from ..settings import default_manifest_path
-from ..twin import TWIN_DIR, run_twin, twin_server
+from ..conformance.conformance import manifest_for_vllm, run_suite
+from ..conformance.twin import TWIN_DIR, run_twin, twin_server
+from ..launch.adapter_process import AdapterProcess
+from ..launch.embedded import tiny_model, vllm_python
+from ..launch.settings import default_manifest_path
 from ..vllm_backend.families import limitations
 from .builds import BackgroundBuild
 from .record import SUITE_STEP, TWIN_STEP

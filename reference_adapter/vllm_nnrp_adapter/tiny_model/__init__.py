@@ -1,4 +1,5 @@
 """A tiny scripted Llama model with its own tokenizer, built locally (no model hub).
+May import: no room (a vLLM venv runs it as ``python -m vllm_nnrp_adapter.tiny_model``).
 
 Real vLLM needs a real model folder to start; this one is small enough to build in seconds
 and to run on two CPU cores. Its weights are constructed, not trained, so that it behaves

@@ -1,4 +1,5 @@
 """The binding to vLLM's own OpenAI serving layer (in process, no HTTP server).
+May import: `profile` (the release policy); vLLM itself only inside functions.
 
 This package owns: which vLLM is installed (``versions``), one binding per vLLM version
 family (``families``: where that family keeps each object the adapter uses, ``symbols`` names
@@ -51,7 +52,7 @@ Two ways in: :meth:`VllmBackend.from_cli_args` starts the engine itself (the exp
 ``vllm-nnrp serve`` path); :meth:`VllmBackend.from_app_state` binds to the engine client and
 chat serving object that ``vllm serve`` already built into its FastAPI ``app.state``
 (``init_app_state`` sets ``engine_client``, ``args`` and the serving objects; the
-``vllm-plugin`` path, :mod:`.vllm_plugin`). Both end in the same binding code.
+``vllm-plugin`` path, :mod:`..launch.vllm_plugin`). Both end in the same binding code.
 
 Must run on an asyncio event loop (vLLM is asyncio-only); anyio on its asyncio backend is
 fine. The process that starts the engine needs ``LD_PRELOAD`` with tcmalloc and libiomp5

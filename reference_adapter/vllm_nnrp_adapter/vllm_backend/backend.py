@@ -49,7 +49,7 @@ class VllmBackend(InFlight):
     :meth:`from_app_state` (binds to what ``vllm serve`` built). Attributes: ``version``
     (vLLM's), ``served_model_names``, ``max_model_len``, ``startup_path`` (``"explicit"``:
     engine built from the given flags by vLLM's own builders; ``"vllm-plugin"``: bound
-    inside ``vllm serve`` by :mod:`.vllm_plugin`), ``limitations`` (feature -> why this
+    inside ``vllm serve`` by :mod:`..launch.vllm_plugin`), ``limitations`` (feature -> why this
     vLLM cannot keep it: :mod:`.lines`, plus a serving object vLLM did not build).
     """
 

@@ -7,7 +7,7 @@ Feature names: ``responses`` (``OpenAIServingResponses``),
 ``responses.stream_tool_calls`` (a streamed Responses answer with function tools), ``models``
 (``OpenAIServingModels``), ``embeddings`` (``ServingEmbedding`` of a pooling engine: a
 deployment's choice, see :data:`NO_EMBEDDINGS_ENGINE`). Which profile operation needs which feature is the adapter's rule
-(:mod:`vllm_nnrp_adapter.adapter`), not this package's.
+(:mod:`vllm_nnrp_adapter.adapter.adapter`), not this package's.
 """
 
 from __future__ import annotations

@@ -31,21 +31,25 @@ CATEGORIES: tuple[tuple[str, str, frozenset[str] | None], ...] = (
             }
         ),
     ),
-    ("stall watchdog (per-chunk cancel scope)", "vllm_nnrp_adapter/stall.py", None),
+    ("stall watchdog (per-chunk cancel scope)", "vllm_nnrp_adapter/adapter/stall.py", None),
     (
         "SSE parse + json.loads (backend)",
         "vllm_nnrp_adapter/vllm_backend",
         frozenset({"_stream", "_parse_sse", "parse_sse"}),
     ),
-    ("mapping (chunk → event)", "vllm_nnrp_adapter/mapping.py", None),
+    ("mapping (chunk → event)", "vllm_nnrp_adapter/profile/mapping.py", None),
     (
         "mapping (chunk → event)",
-        "vllm_nnrp_adapter/adapter.py",
+        "vllm_nnrp_adapter/adapter/adapter.py",
         frozenset({"map_chunk", "_map_tool_call", "_close_tool_calls"}),
     ),
-    ("mapping (chunk → event)", "vllm_nnrp_adapter/profile.py", None),
-    ("adapter handler loop", "vllm_nnrp_adapter/adapter.py", frozenset({"_handle", "handle"})),
-    ("observability", "vllm_nnrp_adapter/observability.py", None),
+    ("mapping (chunk → event)", "vllm_nnrp_adapter/profile/profile.py", None),
+    (
+        "adapter handler loop",
+        "vllm_nnrp_adapter/adapter/adapter.py",
+        frozenset({"_handle", "handle"}),
+    ),
+    ("observability", "vllm_nnrp_adapter/observability/observability.py", None),
     ("JSON encode (event → wire bytes)", "nnrp_conformance/wire/codec.py", None),
     (
         "thread hand-offs (enqueue, wake, call_soon_threadsafe)",

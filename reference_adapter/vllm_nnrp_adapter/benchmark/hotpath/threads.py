@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vllm_nnrp_adapter.proc_cpu import _TICK
+from vllm_nnrp_adapter.observability.proc_cpu import _TICK
 
 
 @dataclass(frozen=True)

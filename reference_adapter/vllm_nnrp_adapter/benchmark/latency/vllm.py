@@ -24,9 +24,9 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.embedded import tiny_model, vllm_python
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import tiny_model, vllm_python
+from vllm_nnrp_adapter.profile.policy import NEWEST_TESTED
 
 from ..lib.results import (
     BENCH_CANCELLATION_LATENCY,

@@ -7,5 +7,5 @@
   the client saw it (:class:`.streams.StreamSample`), the engine's state, the load average.
 
 The ``/proc`` readings (CPU, memory, threads of a process tree) sit below the benchmarks, in
-the adapter's :mod:`vllm_nnrp_adapter.proc_cpu`: its own tooling reads them too.
+the adapter's :mod:`vllm_nnrp_adapter.observability.proc_cpu`: its own tooling reads them too.
 """

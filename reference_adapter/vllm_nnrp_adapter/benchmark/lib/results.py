@@ -31,7 +31,7 @@ from rich.table import Table
 from nnrp_conformance import validation
 from nnrp_conformance.gate.requirements import Requirements, requirements_from_document
 from vllm_nnrp_adapter import __version__ as adapter_version
-from vllm_nnrp_adapter.policy import policy_document, policy_path
+from vllm_nnrp_adapter.profile.policy import policy_document, policy_path
 
 __all__ = [
     "BenchmarkError",

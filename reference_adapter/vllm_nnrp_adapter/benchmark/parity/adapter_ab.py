@@ -26,15 +26,15 @@ from typing import Any
 import anyio
 
 from nnrp_conformance.client import NnrpClientError
-from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.embedded import (
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
     ConformanceSetupError,
     tiny_model,
     vllm_python,
 )
+from vllm_nnrp_adapter.profile.policy import NEWEST_TESTED
 
 from ..lib.streams import PROMPT, load_average
 from .facts import MAX_TOKENS, Workload

@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 
-from vllm_nnrp_adapter.embedded import engine_environment, vllm_api_server_module
-from vllm_nnrp_adapter.processes import start_process_group, stop_process_group
+from vllm_nnrp_adapter.launch.embedded import engine_environment, vllm_api_server_module
+from vllm_nnrp_adapter.launch.processes import start_process_group, stop_process_group
 
 __all__ = [
     "ChunkedDecoder",

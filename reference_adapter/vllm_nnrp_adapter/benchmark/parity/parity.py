@@ -11,7 +11,7 @@ HTTP | ...), so drift in the machine's load falls on both alike.
 Per path and workload it reports aggregate tokens/s per round, TTFT and inter-token gap
 (p50/p95 of every request), and the CPU seconds per 1,000 generated tokens of the serving
 process (the API server, or the adapter) and of its engine (the engine-core process), read
-from ``/proc`` (:mod:`.proc_cpu`) around each round. The clients run in this process and
+from ``/proc`` (:mod:`...observability.proc_cpu`) around each round. The clients run in this process and
 their CPU (``process_time``) is reported apart, never in the servers' figures; the idle
 server's CPU during the other's round is reported too (what it takes from the machine).
 """
@@ -35,15 +35,15 @@ from rich.console import Console
 
 from nnrp_conformance.client import NnrpClientError
 from nnrp_conformance.gate.evidence import PARITY_ADAPTER_LOG, PARITY_HTTP_SERVER_LOG
-from vllm_nnrp_adapter import NEWEST_TESTED
-from vllm_nnrp_adapter.adapter_process import AdapterProcess
-from vllm_nnrp_adapter.embedded import (
+from vllm_nnrp_adapter.launch.adapter_process import AdapterProcess
+from vllm_nnrp_adapter.launch.embedded import (
     EMBEDDED_ENGINE_ARGS,
     TINY_MODEL_NAME,
     ConformanceSetupError,
     tiny_model,
     vllm_python,
 )
+from vllm_nnrp_adapter.profile.policy import NEWEST_TESTED
 
 from ..lib.results import (
     BENCH_PARITY,

@@ -19,8 +19,8 @@ import anyio
 
 from nnrp_conformance import contract
 from nnrp_conformance.client import NnrpClient, NnrpClientError
-from vllm_nnrp_adapter.embedded import engine_environment
-from vllm_nnrp_adapter.proc_cpu import TreeCpu, tree_cpu
+from vllm_nnrp_adapter.launch.embedded import engine_environment
+from vllm_nnrp_adapter.observability.proc_cpu import TreeCpu, tree_cpu
 
 from ..lib.results import (
     run_concurrent,

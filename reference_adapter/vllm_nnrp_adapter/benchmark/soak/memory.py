@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from vllm_nnrp_adapter.proc_cpu import rss_bytes
+from vllm_nnrp_adapter.observability.proc_cpu import rss_bytes
 
 
 def _rss() -> int:

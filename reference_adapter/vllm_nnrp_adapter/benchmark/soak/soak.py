@@ -41,11 +41,11 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-from vllm_nnrp_adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.adapter.adapter import VllmNnrpAdapter
+from vllm_nnrp_adapter.launch.settings import default_manifest_path
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
-from vllm_nnrp_adapter.observability import Recorder
-from vllm_nnrp_adapter.profile import load_manifest_document
-from vllm_nnrp_adapter.settings import default_manifest_path
+from vllm_nnrp_adapter.observability.observability import Recorder
+from vllm_nnrp_adapter.profile.profile import load_manifest_document
 
 from ..lib.results import BENCH_LOAD, BENCH_SOAK, write_results
 from .backend import TOKENS, SyntheticBackend

@@ -22,7 +22,7 @@ import anyio
 
 from nnrp_conformance.client import NnrpClient
 from vllm_nnrp_adapter.nnrp_server import NnrpServer
-from vllm_nnrp_adapter.proc_cpu import cpu_seconds
+from vllm_nnrp_adapter.observability.proc_cpu import cpu_seconds
 
 from ..lib.results import metric, print_results, results_document, write_results
 from ..lib.streams import load_average

@@ -4,7 +4,7 @@ compares vLLM versions (tests/unit/test_version_checks.py holds the adapter to t
 
 from __future__ import annotations
 
-from ...policy import LINES, SUPPORTED_VLLM, TESTED_VERSIONS
+from ...profile.policy import LINES, SUPPORTED_VLLM, TESTED_VERSIONS
 from ..versions import UnsupportedVllmVersion
 from .base import Family
 from .ranges import in_range, release, releases_apart

@@ -15,7 +15,7 @@ observed cancellation      ``response.cancelled``
 from real vLLM runs; :func:`map_backend_error` turns a backend error family into the
 profile's error event (:func:`backend_error_event` with vLLM's own account in the
 diagnostics, :func:`stalled_event` for a backend that stopped producing), for every
-operation. The handler that uses them is :mod:`.adapter`; Level 2's stream mapping is
+operation. The handler that uses them is :mod:`..adapter.adapter`; Level 2's stream mapping is
 :mod:`.responses_mapping`.
 """
 
@@ -231,7 +231,7 @@ def map_backend_error(family: str, message: str) -> dict[str, Any]:
 
 
 def backend_error_event(exc: Any) -> dict[str, Any]:
-    """A :class:`.vllm_backend.BackendError` as ``response.error``, with vLLM's own family,
+    """A :class:`..vllm_backend.BackendError` as ``response.error``, with vLLM's own family,
     status, type and message in the diagnostics."""
     return with_backend_diagnostics(map_backend_error(exc.family, exc.message), exc)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import proc_cpu
+from ..observability import proc_cpu
 from .embedded import (
     EMBEDDED_ENGINE_ARGS,
     ConformanceSetupError,

@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 
-from .mapping import backend_error_event, stalled_event
-from .vllm_backend import BackendError
+from ..profile.mapping import backend_error_event, stalled_event
+from ..vllm_backend import BackendError
 
 __all__ = ["BackendCall", "failure_event", "record_failure"]
 

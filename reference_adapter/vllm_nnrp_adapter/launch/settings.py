@@ -2,7 +2,7 @@
 configure, and which of the two start-up paths owns this process.
 
 Owns :class:`ServeConfig` (the one settings object both paths build; the explicit path from
-its ``--nnrp-*`` flags in :mod:`.cli`, the vLLM-plugin path from the environment here), the
+its ``--nnrp-*`` flags in :mod:`..cli`, the vLLM-plugin path from the environment here), the
 ``NNRP_PLUGIN_*`` table that maps each variable onto a :class:`ServeConfig` field with its
 parser, the packaged default manifest, and the explicit path's claim on the process (the
 plugin stays off where ``vllm-nnrp serve`` runs). Imports neither vLLM nor nnrp-py: vLLM
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .policy import SUPPORTED_VLLM
+from ..profile.policy import SUPPORTED_VLLM
 
 __all__ = [
     "DEFAULT_MANIFEST",
@@ -44,19 +44,19 @@ __all__ = [
 
 log = logging.getLogger("vllm_nnrp_adapter.vllm_plugin")
 
-DEFAULT_MANIFEST = Path(__file__).with_name("manifest.json")
+DEFAULT_MANIFEST = Path(__file__).parent.with_name("manifest.json")
 
 
 def default_manifest_path() -> Path:
     """The packaged adapter manifest (a copy of ``manifests/vllm-nnrp-adapter.json``)."""
-    repo_copy = Path(__file__).resolve().parents[2] / "manifests" / "vllm-nnrp-adapter.json"
+    repo_copy = Path(__file__).resolve().parents[3] / "manifests" / "vllm-nnrp-adapter.json"
     return repo_copy if repo_copy.is_file() else DEFAULT_MANIFEST
 
 
 @dataclass
 class ServeConfig:
     """Everything NNRP serving needs besides the engine: built by the explicit path from its
-    ``--nnrp-*`` flags (:mod:`.cli`) and by the plugin from ``NNRP_PLUGIN_*`` (below)."""
+    ``--nnrp-*`` flags (:mod:`..cli`) and by the plugin from ``NNRP_PLUGIN_*`` (below)."""
 
     vllm_argv: list[str]
     listen: str = "127.0.0.1:4433"

@@ -2,8 +2,8 @@
 ``embeddings.create`` (Level 3), docs/levels.md.
 
 Each is an async generator of profile events that :class:`.adapter.VllmNnrpAdapter` delegates
-to once the envelope is checked: the body check (:mod:`.bodies`), the backend call, the
-mapping (:mod:`.responses_mapping`) and, for a Responses stream, what the chat path does
+to once the envelope is checked: the body check (:mod:`..profile.bodies`), the backend call, the
+mapping (:mod:`..profile.responses_mapping`) and, for a Responses stream, what the chat path does
 too: the backend abort registered on the operation (a client cancel, the envelope's
 ``nnrp.timeout_ms``, the in-band hint and a disconnect all end in it; vLLM's Responses stream
 itself has no cancelled event, an aborted request there still ends "completed"), the stall
@@ -19,15 +19,15 @@ from typing import Any
 
 import anyio
 
-from . import profile
+from ..profile import profile
+from ..profile.bodies import check_embeddings_body, check_models_body, check_responses_body
+from ..profile.mapping import _usage_numbers as usage_numbers
+from ..profile.mapping import map_backend_error
+from ..profile.profile import Envelope, ProfileError
+from ..profile.responses_mapping import ResponsesMapper
+from ..vllm_backend import BackendError
 from .backend_call import BackendCall, failure_event
-from .bodies import check_embeddings_body, check_models_body, check_responses_body
-from .mapping import _usage_numbers as usage_numbers
-from .mapping import map_backend_error
-from .profile import Envelope, ProfileError
-from .responses_mapping import ResponsesMapper
 from .stall import StallWatchdog
-from .vllm_backend import BackendError
 
 __all__ = ["backend_body", "serve_embeddings", "serve_models", "serve_responses"]
 

@@ -21,10 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import NEWEST_TESTED, TESTED_VERSIONS
-from .adapter_process import AdapterProcess
+from ..launch.adapter_process import AdapterProcess
+from ..launch.embedded import (
+    REPO_ROOT,
+    ConformanceSetupError,
+    tiny_model,
+    vllm_python,
+    vllm_version_of,
+)
+from ..profile.policy import NEWEST_TESTED, TESTED_VERSIONS
 from .conformance import manifest_for_vllm, run_suite
-from .embedded import REPO_ROOT, ConformanceSetupError, tiny_model, vllm_python, vllm_version_of
 
 __all__ = ["TWIN_DIR", "TWIN_FLAG", "TWIN_PROBES", "TWIN_SUMMARY", "http_url", "main",
            "probe_recipes", "run_twin", "summarize", "twin_server"]

@@ -1,6 +1,6 @@
 """The server binding's handler for the profile: :class:`VllmNnrpAdapter` checks the envelope
-and the chat body (:mod:`.bodies`; operator-only fields refused unless allowed), calls the
-backend, maps its chunks to events (:mod:`.mapping`, the design's mapping table), and honours
+and the chat body (:mod:`..profile.bodies`; operator-only fields refused unless allowed), calls the
+backend, maps its chunks to events (:mod:`..profile.mapping`, the design's mapping table), and honours
 cancellation, the stall bound and the in-band hint, with the backend's diagnostics on errors.
 ``responses.create`` and ``models.list`` are dispatched to :mod:`.handlers` (the chat path
 stays as it is, event for event). It also decides which operations the capability document
@@ -18,26 +18,27 @@ import anyio
 
 from nnrp_conformance import contract
 
-from . import handlers, profile
-from .backend_call import BackendCall
-from .bodies import OPERATOR_ONLY_FIELDS, check_chat_body
-from .mapping import (
+from ..profile import profile
+from ..profile.bodies import OPERATOR_ONLY_FIELDS, check_chat_body
+from ..profile.mapping import (
     ChunkMapper,
     _usage_numbers,
     map_backend_error,
 )
-from .profile import ProfileError
-from .stall import StallWatchdog
-from .vllm_backend import BackendError
-from .vllm_backend.lines import (
+from ..profile.profile import ProfileError
+from ..vllm_backend import BackendError
+from ..vllm_backend.lines import (
     FEATURE_EMBEDDINGS,
     FEATURE_MODELS,
     FEATURE_RESPONSES,
     FEATURE_RESPONSES_STREAM_TOOLS,
 )
+from . import handlers
+from .backend_call import BackendCall
+from .stall import StallWatchdog
 
 if TYPE_CHECKING:
-    from .observability import Recorder
+    from ..observability.observability import Recorder
 
 __all__ = ["OPERATION_FEATURES", "OPERATOR_ONLY_FIELDS", "VllmNnrpAdapter", "check_chat_body"]
 
@@ -46,9 +47,9 @@ __all__ = ["OPERATION_FEATURES", "OPERATOR_ONLY_FIELDS", "VllmNnrpAdapter", "che
 DEFAULT_BACKEND_STALL_TIMEOUT_S = 300.0
 
 
-#: the backend features (:mod:`.vllm_backend.lines`) an operation needs. A missing one
+#: the backend features (:mod:`..vllm_backend.lines`) an operation needs. A missing one
 #: withholds the operation from the capability document, and with it every level that then
-#: loses its operation (:func:`.profile.capability_document`). Level 2 needs Responses
+#: loses its operation (:func:`..profile.profile.capability_document`). Level 2 needs Responses
 #: streaming *with* tool calls, not only text: no adapter claims Level 2 unless its serving
 #: target keeps Responses streaming and tool-call semantics (spec §1, docs/levels.md).
 OPERATION_FEATURES: Mapping[str, tuple[str, ...]] = {
@@ -107,7 +108,7 @@ class VllmNnrpAdapter:
         security: Mapping[str, Any] | None = None,
     ) -> None:
         """``security``: the capability document's ``security`` claim
-        (:func:`.security.claim`), None for none."""
+        (:func:`..launch.security.claim`), None for none."""
         self.backend = backend
         self.manifest = dict(manifest)
         self.recorder = recorder

@@ -1,6 +1,6 @@
 """The explicit start-up path, and the NNRP serving both start-up paths share.
 
-:func:`serve` builds everything from vLLM's own arguments (through :mod:`.vllm_backend`),
+:func:`serve` builds everything from vLLM's own arguments (through :mod:`..vllm_backend`),
 then serves until SIGINT/SIGTERM. :func:`nnrp_serving` is the part both paths share: the
 adapter, the optional metrics server and the NNRP server around a bound backend, with the
 start-up information. Which start-up path is active (``explicit`` here, ``vllm-plugin``
@@ -33,11 +33,12 @@ import anyio.abc
 
 from nnrp_conformance import contract
 
-from .adapter import VllmNnrpAdapter
+from ..adapter.adapter import VllmNnrpAdapter
+from ..nnrp_server import NnrpServer
+from ..observability.observability import Recorder, start_metrics_server
+from ..profile.profile import load_manifest_document
+from ..vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion, VllmBackend
 from .logs import route_logs
-from .nnrp_server import NnrpServer
-from .observability import Recorder, start_metrics_server
-from .profile import load_manifest_document
 from .security import (
     InsecureListen,
     TlsError,
@@ -48,7 +49,6 @@ from .security import (
     serving_problem,
 )
 from .settings import ServeConfig, claim_explicit_path
-from .vllm_backend import BackendError, BackendStartupError, UnsupportedVllmVersion, VllmBackend
 
 log = logging.getLogger("vllm_nnrp_adapter.serve")
 

@@ -33,7 +33,7 @@ Two things vLLM does that the table alone would pass on wrongly, and what is don
 
 :class:`ResponsesMapper` is pure (no vLLM, no wire), unit-tested on event sequences recorded
 from real vLLM (tests/fixtures/vllm-responses/). The handler that uses it is
-:mod:`.handlers`; the chat path's mapping is :mod:`.mapping`.
+:mod:`..adapter.handlers`; the chat path's mapping is :mod:`.mapping`.
 """
 
 from __future__ import annotations

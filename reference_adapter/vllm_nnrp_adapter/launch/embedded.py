@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import NEWEST_TESTED
-from .vllm_backend.families import family_for
+from ..profile.policy import NEWEST_TESTED
+from ..vllm_backend.families import family_for
 
 __all__ = [
     "CACHE_ROOT",
@@ -33,7 +33,7 @@ __all__ = [
     "vllm_version_of",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 CACHE_ROOT = Path(os.environ.get("NNRP_CACHE", Path.home() / ".cache" / "nnrp-conformance"))

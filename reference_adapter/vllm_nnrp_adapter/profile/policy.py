@@ -32,14 +32,14 @@ __all__ = [
 
 #: the file's name in the checkout's manifests/ (the wheel packages it as release-policy.json)
 POLICY_NAME = "vllm-nnrp-adapter.release-policy.json"
-_PACKAGED = Path(__file__).with_name("release-policy.json")
+_PACKAGED = Path(__file__).parent.with_name("release-policy.json")
 
 
 def policy_path() -> Path:
     """The release policy file: the packaged copy, else the source checkout's."""
     if _PACKAGED.is_file():
         return _PACKAGED
-    return Path(__file__).resolve().parents[2] / "manifests" / POLICY_NAME
+    return Path(__file__).resolve().parents[3] / "manifests" / POLICY_NAME
 
 
 def policy_document() -> dict[str, Any]:

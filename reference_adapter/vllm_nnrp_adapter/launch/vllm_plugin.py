@@ -76,8 +76,9 @@ __all__ = [
 
 log = logging.getLogger("vllm_nnrp_adapter.vllm_plugin")
 
-#: what to give ``vllm serve --middleware``
-MIDDLEWARE = f"{__name__}.NnrpServing"
+#: what to give ``vllm serve --middleware``: the documented name, which the package's alias
+#: table (``vllm_nnrp_adapter/__init__.py``) resolves to this module
+MIDDLEWARE = "vllm_nnrp_adapter.vllm_plugin.NnrpServing"
 
 # --------------------------------------------------------------------- the entry point
 _armed: Any = None  # the ServeConfig register() checked in this process
@@ -149,8 +150,8 @@ class _Refusal(Exception):
 def _checked_config() -> ServeConfig:
     """Settings, vLLM version and manifest, checked; raises :class:`_Refusal`."""
     # lazy on purpose: vLLM imports this module in every process it starts (module docstring)
-    from .profile import load_manifest_document
-    from .vllm_backend import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
+    from ..profile.profile import load_manifest_document
+    from ..vllm_backend import UnsupportedVllmVersion, check_version_supported, detect_vllm_version
 
     try:
         config = settings_from_environ()
@@ -233,7 +234,7 @@ class NnrpServing:
     # The backend binding; a seam for tests that run the middleware without vLLM.
     def _bind_backend(self, state: Any, config: Any) -> Any:
         # lazy on purpose: vLLM imports this module in every process it starts
-        from .vllm_backend import VllmBackend
+        from ..vllm_backend import VllmBackend
 
         return VllmBackend.from_app_state(
             state, allow_unsupported=config.allow_unsupported_vllm, startup_path=STARTUP_PATH

@@ -7,8 +7,8 @@ The suite then runs against it from the outside, as a separate pytest process, e
 as a provider would run it: ``pytest --nnrp-target ADDR --manifest MANIFEST``.
 
 Owns the command: the suite's command line, the manifest a run on a given vLLM line uses,
-and the run. The engine it starts is :mod:`.embedded`'s; the adapter process,
-:mod:`.adapter_process`'s.
+and the run. The engine it starts is :mod:`..launch.embedded`'s; the adapter process,
+:mod:`..launch.adapter_process`'s.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from pathlib import Path
 
 from nnrp_conformance import contract
 
-from . import NEWEST_TESTED, TESTED_VERSIONS, profile
-from .adapter_process import AdapterProcess
-from .embedded import (
+from ..launch.adapter_process import AdapterProcess
+from ..launch.embedded import (
     CACHE_ROOT,
     REPO_ROOT,
     ConformanceSetupError,
@@ -33,8 +32,10 @@ from .embedded import (
     vllm_python,
     vllm_version_of,
 )
-from .settings import default_manifest_path
-from .vllm_backend.families import limitations
+from ..launch.settings import default_manifest_path
+from ..profile import profile
+from ..profile.policy import NEWEST_TESTED, TESTED_VERSIONS
+from ..vllm_backend.families import limitations
 
 __all__ = ["LIMITED_LINE_MANIFEST", "main", "manifest_for_vllm", "run_suite", "suite_command"]
 
@@ -67,14 +68,14 @@ def suite_command(
 #: equal), so a suite run against that line judges what the adapter offers on it
 LIMITED_LINE_MANIFEST = REPO_ROOT / "manifests" / "vllm-nnrp-adapter.vllm-0.18.json"
 #: the wheel's copy of it (pyproject.toml's force-include), for an install without a checkout
-_PACKAGED_LIMITED_LINE_MANIFEST = Path(__file__).with_name("manifest.vllm-0.18.json")
+_PACKAGED_LIMITED_LINE_MANIFEST = Path(__file__).parent.with_name("manifest.vllm-0.18.json")
 
 
 def manifest_for_vllm(version: str, *, embeddings: bool = False) -> Path:
     """The manifest a suite run against the adapter on vLLM ``version`` uses: with
     ``embeddings`` (the adapter runs an embeddings engine, ``--nnrp-embeddings-engine``) the
     adapter's own; without, the same less ``embeddings.create``, by the rule the capability
-    document follows (:func:`.profile.capability_document`), written once under the cache."""
+    document follows (:func:`..profile.profile.capability_document`), written once under the cache."""
     if limitations(version):
         if LIMITED_LINE_MANIFEST.is_file():
             return LIMITED_LINE_MANIFEST
