@@ -185,16 +185,23 @@ def plugin_adapter(vllm_env, tmp_path_factory) -> Iterator[AdapterProcess]:  # t
     (test_vllm_plugin_real's last) is the last of its line to use it.
 
     Secured as an operator secures vLLM, with ``VLLM_API_KEY``: its NNRP sessions must
-    authenticate and its HTTP API wants the bearer key. While it lives, every client here
-    sends the key as a provider's CI does: the suite reads ``NNRP_API_KEY``, the twin
-    ``OPENAI_API_KEY``, ``probe.connect`` the former (an endpoint without a key answers the
-    authentication too, saying none was needed, so the other adapters serve them alike).
-    test_security_real judges the key on this adapter (one engine start fewer)."""
+    authenticate and its HTTP API wants the bearer key (``plugin_adapter_key`` below gives its
+    tests' clients the key). test_security_real judges the key on this adapter (one engine
+    start fewer)."""
     log_path = tmp_path_factory.mktemp(f"plugin-{vllm_env['version']}") / "vllm-serve.log"
     with AdapterProcess(vllm_env["python"], vllm_env["model"], log_path=log_path,
                         startup_path="vllm-plugin",
-                        extra_env={"VLLM_API_KEY": PLUGIN_KEY}) as proc, \
-            pytest.MonkeyPatch.context() as env:
-        env.setenv(API_KEY_ENV, PLUGIN_KEY)
-        env.setenv("OPENAI_API_KEY", PLUGIN_KEY)
+                        extra_env={"VLLM_API_KEY": PLUGIN_KEY}) as proc:
         yield proc
+
+
+@pytest.fixture(autouse=True)
+def plugin_adapter_key(request: pytest.FixtureRequest,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test of the keyed plugin adapter sends its key as a provider's CI does: the suite
+    from ``NNRP_API_KEY``, the twin from ``OPENAI_API_KEY``, ``probe.connect`` the former.
+    Only such a test: a key given to an endpoint that serves no authentication (the example
+    endpoint of the documented quickstart) rightly stops the suite's run."""
+    if "plugin_adapter" in request.fixturenames:
+        monkeypatch.setenv(API_KEY_ENV, PLUGIN_KEY)
+        monkeypatch.setenv("OPENAI_API_KEY", PLUGIN_KEY)
