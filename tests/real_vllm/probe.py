@@ -30,7 +30,8 @@ PLUGIN_KEY = "real-vllm-key-5f2e"
 
 async def connect(address: str) -> NnrpClient:
     """A test client with the local bounds above, authenticated with ``NNRP_API_KEY`` when
-    that is set (the shared plugin adapter's key while it lives: conftest)."""
+    that is set (the shared plugin adapter's key, for the tests that use it: conftest's
+    ``plugin_adapter_key``)."""
     return await NnrpClient.connect(address, connect_timeout=LOCAL_BOUND_S,
                                     command_timeout=LOCAL_BOUND_S,
                                     api_key=os.environ.get(API_KEY_ENV))

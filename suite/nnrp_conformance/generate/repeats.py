@@ -80,9 +80,8 @@ def related(drafts: Sequence[Draft], seed: int) -> list[Draft]:
         change = CHANGE_NONE
         if repeats == 1:
             body, change = _with_user_changed(body)
-        elif repeats == 2:
+        if repeats == 2:  # the group's last: the same body on a session of its own
             change = CHANGE_ANOTHER_SESSION
-        if repeats == 2:
             del open_groups[draft.operation]
         else:
             open_groups[draft.operation] = (first, repeats + 1)
