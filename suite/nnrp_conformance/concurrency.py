@@ -1,5 +1,6 @@
-"""Several operations in flight at once on one session: a concurrency recipe's group, or a
-batch of ordinary cases (``--concurrency N``), and their judged results.
+"""Several operations in flight at once: a concurrency recipe's group (on one session, or on
+two when an operation says ``session: another``), or a batch of ordinary cases
+(``--concurrency N``), and their judged results.
 
 Owns: submitting every operation before any is read to its end (a barrier on the client's
 ``submit``; each operation then runs through :func:`runner.run_case` unchanged, so each is
@@ -22,7 +23,7 @@ from nnrp_conformance import authority, case_results, contract, rules, runner
 from nnrp_conformance.checks.concurrency import Member, judge_group
 from nnrp_conformance.checks.model import verdict_of
 from nnrp_conformance.findings import Finding
-from nnrp_conformance.recipes import LEAD_OPERATION
+from nnrp_conformance.recipes import LEAD_OPERATION, SESSION_ANOTHER
 
 if TYPE_CHECKING:
     from nnrp_conformance.planner import PlannedCase
@@ -35,16 +36,16 @@ class _Barrier:
     """Holds each submitted operation until all ``n`` are submitted (a submit that failed
     counts too, so nobody waits for it); later submits (a cancel race's rerun) pass."""
 
-    def __init__(self, client: Any, n: int) -> None:
-        self.client, self.n = client, n
+    def __init__(self, n: int) -> None:
+        self.n = n
         self.done = anyio.Event()
         self.submitted = 0
         self.ops: dict[str, list[Any]] = {}
         self.last_submit_ns: int | None = None
 
-    async def submit(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    async def submit(self, client: Any, name: str, *args: Any, **kwargs: Any) -> Any:
         try:
-            op = await self.client.submit(*args, **kwargs)
+            op = await client.submit(*args, **kwargs)
             self.ops.setdefault(name, []).append(op)
             self.last_submit_ns = getattr(op, "submitted_at_ns", None)
             return op
@@ -70,26 +71,37 @@ def _ended_at(op: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class _Submitter:
-    """What the runner sees as its client: submits go through the barrier, by name."""
+    """What the runner sees as its client: submits go through the barrier, by name, to the
+    client of the operation's session."""
 
     barrier: _Barrier
+    client: Any
     name: str
 
     async def submit(self, *args: Any, **kwargs: Any) -> Any:
-        return await self.barrier.submit(self.name, *args, **kwargs)
+        return await self.barrier.submit(self.client, self.name, *args, **kwargs)
 
 
-async def run_group(client: Any, cases: Sequence[PlannedCase],
+async def run_group(client: Any, cases: Sequence[PlannedCase], *, other_client: Any = None,
                     **run_options: Any) -> tuple[list[case_results.CaseResult], dict[str, Any]]:
     """Run ``cases`` as operations in flight together (module doc): each result as
-    :func:`runner.run_case` judges it, in the order of ``cases``, and the overlap achieved."""
+    :func:`runner.run_case` judges it, in the order of ``cases``, and the overlap achieved.
+    An operation whose ``session`` is ``another`` is submitted with ``other_client`` (a
+    second session, opened by the caller), every other with ``client``."""
     names = [_name(c) for c in cases]
-    barrier = _Barrier(client, len(cases))
+    barrier = _Barrier(len(cases))
     results: list[case_results.CaseResult | None] = [None] * len(cases)
 
+    def client_of(case: PlannedCase) -> Any:
+        if case.session != SESSION_ANOTHER:
+            return client
+        if other_client is None:
+            raise ValueError(f"{case.id} is submitted on another session, and none is open")
+        return other_client
+
     async def one(i: int) -> None:
-        results[i] = await runner.run_case(_Submitter(barrier, names[i]), cases[i],
-                                            **run_options)
+        results[i] = await runner.run_case(_Submitter(barrier, client_of(cases[i]), names[i]),
+                                            cases[i], **run_options)
 
     async with anyio.create_task_group() as tg:
         for i in range(len(cases)):
@@ -118,7 +130,7 @@ def members_of(cases: Sequence[PlannedCase], results: Sequence[case_results.Case
             list(result.verdict.findings), span_ns=result.span_ns,
             status_code=result.diagnostics.get("status_code"),
             drop_reason=result.diagnostics.get("drop_reason"),
-            terminal_rule=authority.terminal_rule(case.expect)))
+            terminal_rule=authority.terminal_rule(case.expect), session=case.session))
     return members
 
 
@@ -206,7 +218,8 @@ def group_result(case: PlannedCase, results: Sequence[case_results.CaseResult],
     findings = [dataclasses.replace(f, message=f"[{m.name}] {f.message}")
                 for m in members for f in m.findings]
     lead = results[0]
-    operations = [{"name": m.name, "request_id": r.diagnostics.get("request_id"),
+    operations = [{"name": m.name, "session": m.session,
+                   "request_id": r.diagnostics.get("request_id"),
                    "outcome": verdict_of(m.name, r.terminal, m.findings, 0).outcome,
                    "expected_terminal": m.expected_terminal, "terminal": r.terminal, "events": len(r.events),
                    "findings": [f.to_dict() for f in m.findings],

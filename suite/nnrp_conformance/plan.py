@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nnrp_conformance import contract, validation
-from nnrp_conformance.recipes import Recipe
+from nnrp_conformance.recipes import SESSION_SAME, Recipe
 
 __all__ = ["Plan", "PlanError", "PlannedCase"]
 
@@ -50,6 +50,9 @@ class PlannedCase:
     companions: tuple[PlannedCase, ...] = ()
     #: this operation's name within its group (``recipes.LEAD_OPERATION`` for the recipe's own)
     name: str | None = None
+    #: the session a companion is submitted on (``recipes.SESSION_SAME`` or
+    #: ``SESSION_ANOTHER``: a second session opened for the group, ``run_cases.py``)
+    session: str = SESSION_SAME
 
     @property
     def selected(self) -> bool:
@@ -115,7 +118,9 @@ class PlannedCase:
             out["checks"] = list(self.checks)
         if self.companions:
             out["concurrent"] = [
-                {"name": c.name, "operation": c.operation, "request": copy.deepcopy(c.request),
+                {"name": c.name, "operation": c.operation,
+                 **({"session": c.session} if c.session != SESSION_SAME else {}),
+                 "request": copy.deepcopy(c.request),
                  "expect": copy.deepcopy(c.expect)} for c in self.companions]
         return out
 

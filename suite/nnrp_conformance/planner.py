@@ -67,7 +67,7 @@ from typing import Any
 from nnrp_conformance import contract
 from nnrp_conformance.manifest import Manifest
 from nnrp_conformance.plan import Plan, PlanError, PlannedCase
-from nnrp_conformance.recipes import Recipe, field_alternatives
+from nnrp_conformance.recipes import SESSION_SAME, Recipe, field_alternatives
 from nnrp_conformance.substitution import (
     PARAM_MODEL_ID,
     PARAM_UNSUPPORTED_OPERATION,
@@ -271,7 +271,8 @@ def _companions(recipe: Recipe, manifest: Manifest, **planning: Any) -> tuple[Pl
         member = dataclasses.replace(recipe, id=data["id"], data=data,
                                      operation=data["operation"])
         out.append(dataclasses.replace(_plan_case(member, manifest, **planning),
-                                       name=entry["name"]))
+                                       name=entry["name"],
+                                       session=entry.get("session", SESSION_SAME)))
     return tuple(out)
 
 

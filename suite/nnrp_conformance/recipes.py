@@ -26,6 +26,8 @@ from nnrp_conformance.documents import DocumentSyntaxError, parse_document
 __all__ = [
     "LEAD_OPERATION",
     "RECIPE_SUFFIXES",
+    "SESSION_ANOTHER",
+    "SESSION_SAME",
     "Recipe",
     "RecipeError",
     "RecipeProblem",
@@ -39,6 +41,9 @@ __all__ = [
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
 #: the name of a concurrency recipe's own ``request`` among its operations (``concurrent``)
 LEAD_OPERATION = "lead"
+#: where a concurrency recipe's operation is submitted (``concurrent[].session``): on the
+#: session of the recipe's own request, or on a second one opened for the group
+SESSION_SAME, SESSION_ANOTHER = "same", "another"
 
 
 @dataclass(frozen=True)

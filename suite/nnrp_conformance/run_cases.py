@@ -51,6 +51,7 @@ from nnrp_conformance.checks.refusals import refusal_named
 from nnrp_conformance.checks.same_answers import CHANGE_ANOTHER_SESSION, SameAnswers
 from nnrp_conformance.options import RunOptions
 from nnrp_conformance.pace import Pace
+from nnrp_conformance.recipes import SESSION_ANOTHER
 
 __all__ = ["CaseSessions"]
 
@@ -97,6 +98,9 @@ class CaseSessions:
     def connect(self) -> Any:
         raise NotImplementedError
 
+    def open_session(self) -> Any:
+        raise NotImplementedError
+
     # --- cases -------------------------------------------------------------------------
     def run_case(self, case: Any, *, timeout: float | None = None, force: bool = False,
                  idle_timeout: float | None = None) -> Any:
@@ -109,6 +113,13 @@ class CaseSessions:
         if not self._still_answers():
             return case_results.unresponsive_result(case, self.unresponsive_reason())
         self._own_session([case])
+        across = any(c.session == SESSION_ANOTHER for c in case.companions)
+        if across:
+            # both sessions opened for the group start alike, as two clients that just
+            # connected do: what an endpoint numbers per session (frame ids, its counters)
+            # is then the same on both, which is where state shared between sessions shows
+            self._fresh_needed = self._fresh_needed or \
+                f"{case.id} runs on two sessions opened for it"
         fresh = self._fresh_session()
         if fresh is not None:
             return case_results.unresponsive_result(case, fresh)
@@ -116,8 +127,18 @@ class CaseSessions:
         run = self._run_options(timeout, idle_timeout, [case, *case.companions])
         if case.companions:  # a concurrency recipe: its operations in flight together
             cases = [case, *case.companions]
-            results, overlap = self.portal.call(
-                functools.partial(concurrency.run_group, self.client, cases, **run))
+            try:
+                other = self.open_session() if across else None
+            except Exception as exc:  # the run's own session opened: this case's evidence
+                return case_results.unresponsive_result(
+                    case, f"cannot open a second session for the group: {exc}")
+            try:
+                results, overlap = self.portal.call(functools.partial(
+                    concurrency.run_group, self.client, cases, other_client=other, **run))
+            finally:
+                if other is not None:  # bounded (NnrpClient.aclose); its operations end there
+                    with contextlib.suppress(Exception):
+                        self.portal.call(other.aclose)
             result = concurrency.group_result(case, results, overlap,
                                               strict=self.options.strict)
         else:
@@ -126,7 +147,9 @@ class CaseSessions:
             result = results[0]
         self._note_frames(before, case.id)
         self._note_refusals(result)
-        self._after(result, results)
+        # what the other session held was closed with it: no later case meets it
+        self._after(result, [r for c, r in zip([case, *case.companions], results, strict=True)
+                             if c.session != SESSION_ANOTHER], also_paced=results)
         self._blame([result])
         return self._relate(case, result)
 
@@ -256,8 +279,10 @@ class CaseSessions:
         self.sessions_opened += 1
         return None
 
-    def _after(self, result: Any, operations: list[Any]) -> None:
-        """What ``result`` shows for the cases after it (module doc)."""
+    def _after(self, result: Any, operations: list[Any],
+               also_paced: list[Any] | None = None) -> None:
+        """What ``result`` shows for the cases after it (module doc): ``operations`` ran on
+        the run's session; ``also_paced`` (default ``operations``) feed the pace."""
         diag = result.diagnostics
         left = [r for r in operations if r.span_ns is not None and r.span_ns[1] is None
                 and r.diagnostics.get("terminal_delivery") != "transport_error"]
@@ -274,7 +299,7 @@ class CaseSessions:
             self._fresh_needed = f"{result.id} left {len(left)} operation(s) open"
         if left:
             self._left_open.append(result.id)
-        for r in operations:
+        for r in operations if also_paced is None else also_paced:
             self._pace.observe(r)
         shortened = self._pace.shortened(result.id)
         if shortened is not None:

@@ -117,6 +117,13 @@ class ConformanceCore(CaseSessions):
         return self._client
 
     def connect(self) -> Any:
+        """Open the run's session (a fresh one when there was one)."""
+        self._client = self.open_session()
+        return self._client
+
+    def open_session(self) -> Any:
+        """A connected client on a new session of the target, which the caller owns (the
+        run's session is :meth:`connect`'s; a group across sessions opens a second one)."""
         # lazy on purpose: nnrp-py's native library loads only when a run connects (the
         # pytest plugin, and with it this module, loads in every pytest run of the venv)
         from nnrp_conformance.client import NnrpClient
@@ -126,7 +133,7 @@ class ConformanceCore(CaseSessions):
         if not target:
             raise SetupError("no target: give --nnrp-target HOST:PORT (or a scheme URL)")
         try:
-            self._client = self.portal.call(
+            return self.portal.call(
                 functools.partial(
                     NnrpClient.connect, target, connect_timeout=self.options.connect_timeout,
                     settle_window=CASE_SETTLE_S, api_key=self.options.api_key,
@@ -136,7 +143,6 @@ class ConformanceCore(CaseSessions):
         except Exception as exc:
             raise TargetError(f"cannot connect to NNRP target {target!r}: "
                              f"{_problems_text(exc)}") from None
-        return self._client
 
     def fetch_capabilities(self) -> dict[str, Any]:
         """The endpoint's capability document; a TargetError when it cannot be had."""

@@ -93,3 +93,61 @@ def test_concurrency_option_is_checked(tmp_path: Path, endpoint: Any) -> None:
     assert proc.returncode == 2
     assert "--concurrency: must be between 1 and 64, got '0'" in proc.stderr.replace(
         "--concurrency/--nnrp-concurrency", "--concurrency")
+
+
+def _across_sessions(tmp: Path, session: str) -> Path:
+    """Two streams in flight together, the second on the session ``session`` says."""
+    path = tmp / f"across-{session}.yaml"
+    path.write_text(f"""\
+id: level1.concurrent.chat-across-sessions
+profile: openai-compatible
+schema_version: openai-compatible/1
+status: optional
+operation: chat.completions.create
+required_capabilities: [api.level1, api.chat.completions.create, api.streaming]
+parameters: {{MODEL_ID: example-model}}
+request:
+  body:
+    model: ${{MODEL_ID}}
+    messages: [{{role: user, content: Write about a lighthouse keeper.}}]
+    stream: true
+    max_tokens: 48
+expect:
+  events: [{{type: response.output_text.delta, min_count: 1}}]
+  terminal: success
+concurrent:
+  - name: elsewhere
+    session: {session}
+    request:
+      body:
+        model: ${{MODEL_ID}}
+        messages: [{{role: user, content: List the planets of the solar system in order.}}]
+        stream: true
+        max_tokens: 48
+    expect:
+      events: [{{type: response.output_text.delta, min_count: 1}}]
+      terminal: success
+""")
+    return path
+
+
+def test_a_group_across_sessions_finds_state_the_sessions_share(
+        tmp_path: Path, endpoint: Any, start_endpoint: Any) -> None:
+    """``session: another``: the group runs on two sessions opened for it, so a registry of
+    streams keyed on the frame id alone (which each session numbers anew) crosses them; on
+    one session the same defect never shows, and a correct endpoint passes both ways."""
+    across, same = _across_sessions(tmp_path, "another"), _across_sessions(tmp_path, "same")
+    code, doc = run(tmp_path, endpoint, across)
+    assert code == 0, doc
+    operations = doc["results"][0]["diagnostics"]["concurrency"]["operations"]
+    assert [(o["name"], o["session"], o["terminal"]) for o in operations] == [
+        ("lead", "same", "success"), ("elsewhere", "another", "success")]
+    with start_endpoint(tmp_path, "frame-id-registry") as ep:
+        code_same, on_one = run(tmp_path, ep, same)
+        code_across, on_two = run(tmp_path, ep, across)
+    assert code_same == 0, on_one
+    assert code_across == 1
+    (result,) = on_two["results"]
+    assert "concurrency.cross-talk" in failed_rules(result), result["diagnostics"]["findings"]
+    assert any("(on the other session)" in f["message"]
+               for f in result["diagnostics"]["findings"] if f["rule"] == "concurrency.cross-talk")

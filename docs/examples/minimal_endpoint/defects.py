@@ -120,6 +120,12 @@ DEFECTS: Final = MappingProxyType(
             "an operation ending in a profile error ends every other open operation of the "
             "session with that error"
         ),
+        # ... and across sessions: each session alone is right
+        "frame-id-registry": (
+            "the open streams are registered process-wide by frame id alone, which each "
+            "session numbers anew: two sessions' operations with the same frame id read one "
+            "queue, and one sends a text delta of the other"
+        ),
         # Level 2 (--levels 2 or 3): responses.create
         "item-done-early": (
             "responses: the first output item's response.output_item.done comes right after "

@@ -1,10 +1,11 @@
-"""The minimal endpoint's multiplexing defects: operations in flight together on one session
-that do not stay apart. Each is one defect of the registry (``defects.py``); with none of
-them switched on, every open operation of a session streams and ends on its own.
+"""The minimal endpoint's multiplexing defects: operations in flight together, on one session
+or on two, that do not stay apart. Each is one defect of the registry (``defects.py``); with
+none of them switched on, every open operation streams and ends on its own.
 
-``endpoint.Session`` calls these at the three places an operation's stream can touch a
-neighbour's: sending a partial (``cross_talk``), pushing a terminal (``swap_terminal`` before,
-``end_neighbours`` after an error), and answering a client cancel (``end_neighbours``).
+``endpoint.Session`` calls these at the places an operation's stream can touch a neighbour's:
+starting it (``register``), sending a partial (``cross_talk``), pushing a terminal
+(``swap_terminal`` before, ``end_neighbours`` after an error), and answering a client cancel
+(``end_neighbours``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,19 @@ CROSS_TALK = "cross-talk"
 SWAPPED_TERMINALS = "swapped-terminals"
 CANCEL_ENDS_OTHERS = "cancel-ends-others"
 ERROR_ENDS_NEIGHBOURS = "error-ends-neighbours"
+FRAME_ID_REGISTRY = "frame-id-registry"
+
+#: frame-id-registry: every open operation of the process by its frame id alone (a key each
+#: session numbers anew), as a server that keeps one table of streams for all its sessions
+_BY_FRAME_ID: dict[int, list[Any]] = {}
+
+
+def register(session: Any, state: Any) -> None:
+    """frame-id-registry: ``state`` joins the process-wide table under its frame id."""
+    if session.config.defect == FRAME_ID_REGISTRY:
+        frame_id = state.op.frame_id
+        open_ = [s for s in _BY_FRAME_ID.get(frame_id, ()) if not s.finished]
+        _BY_FRAME_ID[frame_id] = [*open_, state]
 
 
 def _is_text_delta(item: Any) -> bool:
@@ -33,13 +47,23 @@ def _others(session: Any, state: Any) -> list[Any]:
     return [s for s in session.ops.values() if s is not state and not s.finished]
 
 
+def _sharing_frame_id(state: Any) -> list[Any]:
+    """The other open operations the process-wide table keeps under ``state``'s frame id."""
+    return [s for s in _BY_FRAME_ID.get(state.op.frame_id, ())
+            if s is not state and not s.finished]
+
+
 def cross_talk(session: Any, state: Any, item: Any) -> list[Any]:
     """cross-talk: once per operation, after its first event, the next text delta of another
-    open stream goes out on this operation's frame too (that stream never sends it)."""
-    if session.config.defect != CROSS_TALK or state.sent < 1 or state.extra.get("crossed") \
-            or not _is_text_delta(item):
+    open stream of the session goes out on this operation's frame too (that stream never
+    sends it). frame-id-registry: the same, from an open stream of any session with the same
+    frame id (they read one queue)."""
+    defect = session.config.defect
+    if defect not in (CROSS_TALK, FRAME_ID_REGISTRY) or state.sent < 1 \
+            or state.extra.get("crossed") or not _is_text_delta(item):
         return [item]
-    for other in _others(session, state):
+    others = _others(session, state) if defect == CROSS_TALK else _sharing_frame_id(state)
+    for other in others:
         stolen = next(other.events, None)
         if _is_text_delta(stolen):
             state.extra["crossed"] = True

@@ -101,6 +101,7 @@ class Session(Sender):
         self.deaf = input_faults.deafens(config.defect, plan.terminal) and not self.deaf
         self.ops[op.operation_id] = state
         self.by_frame[op.frame_id] = op.operation_id
+        neighbours.register(self, state)
 
     async def advance(self, state: OpState) -> None:
         """Send what is due for one operation: at most one slice of events, or its end."""

@@ -1,5 +1,5 @@
-"""Judgement across operations in flight together on one session: what no single operation's
-checks can see (docs/verdicts.md#concurrency).
+"""Judgement across operations in flight together, on one session or two: what no single
+operation's checks can see (docs/verdicts.md#concurrency).
 
 Owns the concurrency rules and the overload reading. Each operation of a group was judged by
 :func:`checks.judge` like any case; :func:`judge_group` reads the operations side by side:
@@ -74,6 +74,17 @@ class Member:
     refused: bool = False
     #: the rule its recipe's expected terminal kind is judged under (authority.py)
     terminal_rule: str = authority.DEFAULT_TERMINAL_RULE
+    #: the session it was submitted on (``recipes.SESSION_SAME``, or ``SESSION_ANOTHER``:
+    #: the group's second session)
+    session: str = "same"
+
+
+def _named(other: Member, member: Member) -> str:
+    """``other`` as a finding about ``member`` names it: with its session when that is not
+    ``member``'s (a crossing between sessions points at state the endpoint shares between
+    them: a registry keyed on what each session numbers anew?)."""
+    return repr(other.name) + (" (on the other session)" if other.session != member.session
+                               else "")
 
 
 def _overlapped(member: Member, other: Member) -> bool:
@@ -162,7 +173,7 @@ def _check_swaps(members: list[Member], strict: bool) -> set[str]:
             swapped.add(m.name)
             m.findings.append(_finding(
                 "concurrency.terminal-swap", f"the final body of {m.name!r} carries the text "
-                f"{owner.name!r} streamed, not its own: the terminals were crossed",
+                f"{_named(owner, m)} streamed, not its own: the terminals were crossed",
                 strict=strict, index=len(m.events), expected=_streamed(m)[:200],
                 seen=(_final_text(m) or "")[:200]))
             continue
@@ -177,7 +188,7 @@ def _check_swaps(members: list[Member], strict: bool) -> set[str]:
                 for a, b in ((m, o), (o, m)):
                     a.findings.append(_finding(
                         "concurrency.terminal-swap", f"{a.name!r} ended {a.terminal} and "
-                        f"{b.name!r} {b.terminal}: each got the terminal the other expects",
+                        f"{_named(b, a)} {b.terminal}: each got the terminal the other expects",
                         strict=strict, expected=a.expected_terminal, seen=a.terminal))
     return swapped
 
@@ -209,7 +220,7 @@ def _check_cross_talk(members: list[Member], swapped: set[str], strict: bool) ->
             if owner is not None:
                 m.findings.append(_finding(
                     "concurrency.cross-talk", f"event #{i} of {m.name!r} belongs to "
-                    f"{owner.name!r} (its final body has it, {m.name!r}'s does not): "
+                    f"{_named(owner, m)} (its final body has it, {m.name!r}'s does not): "
                     f"{show(ev)}", strict=strict, index=i, seen=ev))
                 break  # one finding per operation: the first event that crossed
 
@@ -226,7 +237,7 @@ def _check_neighbours(members: list[Member], strict: bool) -> None:
             why = "was cancelled" if cause.cancelled_by_client else "failed"
             m.findings.append(_finding(
                 "concurrency.neighbour-ended", f"{m.name!r} expected {m.expected_terminal} but "
-                f"ended {m.terminal} while {cause.name!r} {why}: one operation's end must not "
+                f"ended {m.terminal} while {_named(cause, m)} {why}: one operation's end must not "
                 f"end another", strict=strict, expected=m.expected_terminal, seen=m.terminal))
 
 
