@@ -7,7 +7,9 @@ portal, the options and the plan):
   session, or a fresh one when the last case left an operation the endpoint never ended on it
   (a cancel it never answered, a stream it never ended) or the session dropped, or when a
   generated repeat asks for a session of its own (``another-session``: the relations are judged
-  across sessions, ``generate/repeats.py``). The leaving case is
+  across sessions, ``generate/repeats.py``), or a group puts an operation on another session
+  (``session: another``): the group then runs on two sessions opened for it, which start
+  alike, and the second is closed after it (docs/recipes.md#across-sessions). The leaving case is
   the one that reports it (``diagnostics.left_open`` / ``session_dropped``); the next case
   never starts beside its leftovers, so an endpoint with a limit of operations per session
   fails the leaking case and nothing else. **Blame follows the session**: a case the

@@ -158,6 +158,9 @@ GENERATED: dict[str, tuple[str, ...]] = {
     # ... and across sessions: each session alone is right (a repeat on a session of its own)
     "ids-per-session": ("answer.id-reused",),
     "seed-per-session": ("answer.repeatable",),
+    # ... and operations in flight together on two sessions (a sequence's companion on
+    # another session): each session alone is right
+    "frame-id-registry": ("concurrency.cross-talk",),
     "requires-request-id": ("envelope.request-id-optional",),
     "forwards-nnrp-hints": ("envelope.hints-forwarded",),
 }

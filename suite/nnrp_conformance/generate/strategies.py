@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -32,6 +32,7 @@ from nnrp_conformance.generate.fields import STREAM_OPTIONS, USER, chat_extras, 
 from nnrp_conformance.generate.mutations import MUTATIONS
 from nnrp_conformance.generate.openai_shapes import Decks, Use, with_use
 from nnrp_conformance.generate.texts import LONG_TEXT, SHORT_TEXT, TEXT
+from nnrp_conformance.recipes import SESSION_ANOTHER, SESSION_SAME
 
 FAMILY_VALID = "valid"
 FAMILY_INVALID = "invalid"
@@ -65,6 +66,9 @@ class Draft:
     #: a relation's later request (``repeats.py``): the index of the valid case it repeats,
     #: and what it changes (``none``, ``user-added``, ``user-removed``)
     repeats: tuple[int, str] | None = None
+    #: a companion's session: ``recipes.SESSION_ANOTHER`` puts it on a second session
+    #: opened for the group (docs/recipes.md#across-sessions)
+    session: str = SESSION_SAME
 
 
 #: generation stays cheap: a short answer is enough to judge a stream
@@ -286,6 +290,8 @@ class Slot:
     envelope: str | None = None
     #: what a valid request takes from OpenAI's own shapes (``openai_shapes.Decks``)
     openai: Use | None = None
+    #: a sequence whose first companion runs on another session
+    across: bool = False
 
 
 def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
@@ -300,6 +306,8 @@ def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
                                      if c.operation in m.operations], rng) for c in usable}
     # a deck of its own, from its own generator: the shapes moved no other choice of a seed
     envelopes = Deck(list(ENVELOPES), random.Random(f"envelope-{seed}"))
+    # half the sequences put their first companion on another session (the same reason)
+    across = Deck([False, True], random.Random(f"sessions-{seed}"))
     uses = Decks(seed)
     out = []
     for _ in range(count):
@@ -307,7 +315,8 @@ def slots(claims: Sequence[Claim], count: int, seed: int) -> list[Slot]:
         mutation = mutations[claim.operation].deal() if family == FAMILY_INVALID else None
         envelope = envelopes.deal() if family != FAMILY_INVALID else None
         use = uses.use(claim.operation) if family == FAMILY_VALID else None
-        out.append(Slot(claim, family, mutation, envelope, use))
+        out.append(Slot(claim, family, mutation, envelope, use,
+                        across=family == FAMILY_SEQUENCE and across.deal()))
     return out
 
 
@@ -350,7 +359,10 @@ def draft_of(slot: Slot, stuff: Material, claims: Sequence[Claim]) -> Draft:
         cancel = stuff.cancel_after
         if cancel is not None:
             lead_body = cancellable(lead.operation, lead_body)
+        companions = stuff.companions
+        if slot.across and companions:
+            companions = (replace(companions[0], session=SESSION_ANOTHER), *companions[1:])
         return Draft(FAMILY_SEQUENCE, lead.operation, lead_body, cancel_after=cancel,
-                     companions=stuff.companions, envelope=slot.envelope)
+                     companions=companions, envelope=slot.envelope)
     body = with_use(slot.openai, claim.operation, body)
     return Draft(FAMILY_VALID, claim.operation, body, envelope=slot.envelope)
