@@ -79,6 +79,15 @@ def test_json_mode_judges_streamed_text_when_no_body_holds_it() -> None:
     assert _found(body, [delta("hi")], None) == []  # finish unknown: not judged
 
 
+def test_json_mode_reads_the_answer_as_a_client_does() -> None:
+    """One reading of an answer (answer_reading.py): what streamed, else the body's content;
+    a stream its body disagrees with is text.agreement's, not this rule's."""
+    body = {"response_format": JSON_MODE, "stream": True}
+    assert _found(body, [delta('{"a": 1}')], _done(["hi"])) == []
+    assert _found(body, [delta("hi")], _done(['{"a": 1}'])) == ["response-format.json"]
+    assert _found({"response_format": JSON_MODE}, [], _done([None])) == []  # a refusal
+
+
 def _expected_events(body: dict[str, Any]) -> list[dict[str, Any]]:
     draft = Draft(FAMILY_VALID, contract.OP_CHAT_COMPLETIONS_CREATE,
                   {"model": "m", "messages": [{"role": "user", "content": "hi"}], **body})

@@ -10,11 +10,12 @@ scope, so each rule is a recommendation (docs/generation.md#oracles):
   delta. Refusing ``n`` above 1 is the endpoint's right (an error is not judged here; a
   refusal that names nothing is ``generated.refusal-unnamed``'s).
 * ``response-format.json``: with ``{"type": "json_object"}``, every choice that finished on
-  its own (``finish_reason`` ``stop``, in the body or the OpenAI chunks) holds text that
-  parses as JSON: the body's ``message.content``, else the streamed text of its index. Not
-  judged: a request with ``stop`` (a stop sequence may cut the JSON short, and "the returned
-  text will not contain the stop sequence"), a choice cut at its limit (``length``) or of
-  unknown finish, a choice that called a tool. A Response asks for JSON mode with
+  its own (``finish_reason`` ``stop``, in the OpenAI chunks or the body) holds text that
+  parses as JSON: what streamed for its index, else the body's ``message.content``, as
+  ``answer_reading.py`` reads every answer. Not judged: a request with ``stop`` (a stop
+  sequence may cut the JSON short, and "the returned text will not contain the stop
+  sequence"), a choice cut at its limit (``length``) or of unknown finish, a choice that
+  called a tool or holds no text (a refusal has none). A Response asks for JSON mode with
   ``text: {"format": {"type": "json_object"}}`` (OpenAI's Responses API): a Response that
   completed (``status`` ``completed``, not ``incomplete`` at its limit) and called no function
   holds output text that parses as JSON, read as ``answer_reading.py`` reads it (the streamed
@@ -77,34 +78,6 @@ def check_n(ctx: Context) -> None:
             return
 
 
-def _finishes(ctx: Context, body: dict[str, Any] | None) -> dict[Any, str]:
-    """Each choice index's finish_reason: the body's, else the last OpenAI chunk's."""
-    out: dict[Any, str] = {}
-    chunks = [ev.get("openai_chunk") for ev in ctx.obs.events if isinstance(ev, dict)]
-    for holder in [*chunks, body]:
-        for choice in (holder.get("choices") or ()) if isinstance(holder, dict) else ():
-            if isinstance(choice, dict) and isinstance(choice.get("finish_reason"), str):
-                out[choice.get("index")] = choice["finish_reason"]
-    return out
-
-
-def _texts(ctx: Context, body: dict[str, Any] | None) -> dict[Any, str | None]:
-    """Each choice index's text: the body's message.content (None: no text, or a tool call),
-    else what streamed for it."""
-    texts: dict[Any, str | None] = {}
-    for ev in ctx.obs.events:
-        if type_of(ev) == contract.EV_OUTPUT_TEXT_DELTA and isinstance(ev.get("delta"), str):
-            texts[ev.get("index")] = (texts.get(ev.get("index")) or "") + ev["delta"]
-    for choice in (body.get("choices") or ()) if body else ():
-        if isinstance(choice, dict):
-            message = choice.get("message")
-            message = message if isinstance(message, dict) else {}
-            content = message.get("content")
-            texts[choice.get("index")] = None if message.get("tool_calls") \
-                else content if isinstance(content, str) else None
-    return texts
-
-
 def _json_object(form: Any) -> bool:
     return isinstance(form, dict) and form.get("type") == "json_object"
 
@@ -121,32 +94,37 @@ def _fails_json(ctx: Context, text: str, what: str) -> bool:
     return False
 
 
-def _check_response_json_mode(ctx: Context) -> None:
-    """A Response in JSON mode (module doc)."""
-    text = ctx.body.get("text")
-    if not (isinstance(text, dict) and _json_object(text.get("format"))) \
-            or not _judged(ctx, contract.OP_RESPONSES_CREATE):
-        return
-    answer = nnrp_choices(contract.OP_RESPONSES_CREATE, ctx.seq).get(0) or {}
-    said = answer.get("text")
-    if answer.get("finish_reason") != "completed" or answer.get("tool_calls") \
-            or not isinstance(said, str):
-        return
-    _fails_json(ctx, said, "text.format is json_object but the Response, completed")
+def _json_mode(ctx: Context) -> tuple[str, str] | None:
+    """The operation whose answer the request asks to be JSON, and the finish of a choice
+    that ended on its own (None: no JSON mode, or a request with ``stop``, module doc)."""
+    body = ctx.body
+    form = body.get("text")
+    if ctx.case.operation == contract.OP_RESPONSES_CREATE \
+            and isinstance(form, dict) and _json_object(form.get("format")):
+        return contract.OP_RESPONSES_CREATE, "completed"
+    if ctx.case.operation == contract.OP_CHAT_COMPLETIONS_CREATE \
+            and _json_object(body.get("response_format")) and not body.get("stop"):
+        return contract.OP_CHAT_COMPLETIONS_CREATE, "stop"
+    return None
 
 
 def check_json_mode(ctx: Context) -> None:
-    _check_response_json_mode(ctx)
-    if not _json_object(ctx.body.get("response_format")) \
-            or ctx.body.get("stop") or not _judged(ctx):
+    """Each choice that finished on its own holds JSON, read as ``answer_reading.py`` reads
+    it (what streamed for its index, else the body's content): a choice that called a tool,
+    or holds no text (a refusal has none), is not judged."""
+    mode = _json_mode(ctx)
+    if mode is None or not _judged(ctx, mode[0]):
         return
-    body = chat_completion_body(ctx)
-    finishes = _finishes(ctx, body)
-    for index, text in _texts(ctx, body).items():
-        if text is None or finishes.get(index) != "stop":
+    operation, finished = mode
+    for index, choice in nnrp_choices(operation, ctx.seq).items():
+        text = choice.get("text")
+        if choice.get("finish_reason") != finished or choice.get("tool_calls") \
+                or not isinstance(text, str) or not text:
             continue
-        if _fails_json(ctx, text, f"response_format is json_object but choice {index!r}, "
-                       "finished on its own"):
+        what = f"response_format is json_object but choice {index!r}, finished on its own" \
+            if operation == contract.OP_CHAT_COMPLETIONS_CREATE \
+            else "text.format is json_object but the Response, completed"
+        if _fails_json(ctx, text, what):
             return
 
 
