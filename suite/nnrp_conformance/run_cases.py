@@ -137,6 +137,8 @@ class CaseSessions:
             try:
                 results, overlap = self.portal.call(functools.partial(
                     concurrency.run_group, self.client, cases, other_client=other, **run))
+                if other is not None:
+                    overlap["other_session"] = _other_session(other, cases, results)
             finally:
                 if other is not None:  # bounded (NnrpClient.aclose); its operations end there
                     with contextlib.suppress(Exception):
@@ -286,8 +288,7 @@ class CaseSessions:
         """What ``result`` shows for the cases after it (module doc): ``operations`` ran on
         the run's session; ``also_paced`` (default ``operations``) feed the pace."""
         diag = result.diagnostics
-        left = [r for r in operations if r.span_ns is not None and r.span_ns[1] is None
-                and r.diagnostics.get("terminal_delivery") != "transport_error"]
+        left = _never_ended(operations)
         broken = getattr(self._client, "_broken", None)
         if broken:
             diag["session_dropped"] = (f"{broken}: the next case runs on a fresh session "
@@ -368,3 +369,26 @@ def _refused(result: Any) -> bool:
     return refusal_named(last if isinstance(last, dict) and last.get("type") in
                          contract.TERMINAL_EVENT_TYPES else None,
                          status_code=diag.get("status_code"), drop_reason=diag.get("drop_reason"))
+
+
+def _never_ended(operations: list[Any]) -> list[Any]:
+    """The operations the endpoint never ended (no terminal, and the session did not fail
+    under them)."""
+    return [r for r in operations if r.span_ns is not None and r.span_ns[1] is None
+            and r.diagnostics.get("terminal_delivery") != "transport_error"]
+
+
+def _other_session(client: Any, cases: list[Any], results: list[Any]) -> dict[str, Any]:
+    """What a group's second session showed (``diagnostics.concurrency.other_session``): it
+    dropped, or the endpoint left operations open on it. It is closed after the group, so no
+    later case meets either; the group's case is the one that reports it."""
+    broken = getattr(client, "_broken", None)
+    ran = [r for c, r in zip(cases, results, strict=True) if c.session == SESSION_ANOTHER]
+    left = _never_ended(ran)
+    note: dict[str, Any] = {"operations": [c.name for c in cases
+                                           if c.session == SESSION_ANOTHER]}
+    if broken:
+        note["session_dropped"] = str(broken)
+    elif left:
+        note["left_open"] = len(left)
+    return note
