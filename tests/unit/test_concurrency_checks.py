@@ -80,6 +80,36 @@ def test_a_chunk_naming_another_completion_is_cross_talk() -> None:
     assert rules_of(a) == ["concurrency.cross-talk"] and rules_of(b) == []
 
 
+def _with_usage(member: Member, streamed: dict[str, int], final: dict[str, int]) -> Member:
+    member.events.append({"type": "response.usage", "usage": streamed})
+    member.terminal_event["body"]["usage"] = final
+    return member
+
+
+def test_a_usage_of_another_operation_is_cross_talk() -> None:
+    a_final = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+    b_final = {"prompt_tokens": 14, "completion_tokens": 3, "total_tokens": 17}
+    a = _with_usage(stream("a", "one"), {"input_tokens": 14, "output_tokens": 3,
+                                         "total_tokens": 17}, a_final)
+    b = _with_usage(stream("b", "two", ident="c2"), b_final, b_final)
+    judge_group([a, b])
+    assert rules_of(a) == ["concurrency.cross-talk"] and rules_of(b) == []
+    assert "usage" in a.findings[0].message
+
+
+def test_a_near_final_usage_is_nobody_elses() -> None:
+    # §7 places the usage "final or near-final": before the last output tokens, its output
+    # count may be short of the body's, and may equal a neighbour's by chance; its input
+    # count is its own
+    a = _with_usage(stream("a", "one"), {"prompt_tokens": 9, "completion_tokens": 1,
+                                         "total_tokens": 10},
+                    {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11})
+    b = _with_usage(stream("b", "two", ident="c2"),
+                    *[{"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}] * 2)
+    judge_group([a, b])
+    assert rules_of(a) == [] and rules_of(b) == []
+
+
 def test_final_bodies_crossed_are_a_terminal_swap_not_cross_talk() -> None:
     a = stream("a", "alpha", " alpha", final="bravo bravo")
     b = stream("b", "bravo", " bravo", final="alpha alpha", ident="c2")

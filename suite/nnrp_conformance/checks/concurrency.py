@@ -6,8 +6,9 @@ Owns the concurrency rules and the overload reading. Each operation of a group w
 
 * ``concurrency.cross-talk``: a partial event of one operation carries another's identity:
   a text delta its own final body does not contain but another operation's final body does,
-  or an OpenAI chunk (``openai_chunk``) whose ``id``/``model`` differ from its own final
-  body's and equal another operation's;
+  an OpenAI chunk (``openai_chunk``) whose ``id``/``model`` differ from its own final
+  body's and equal another operation's, or a ``response.usage`` whose input count differs
+  from its own final body's and whose counts are another operation's final usage;
 * ``concurrency.terminal-swap``: an operation's terminal is another's: its final body's text
   is not what it streamed but exactly what another operation streamed, or two operations each
   ended with the terminal kind the other expected (both failed ``terminal.kind``);
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nnrp_conformance import authority, contract, rules
+from nnrp_conformance.answer_reading import usage_of
 from nnrp_conformance.checks.context import show, type_of
 from nnrp_conformance.checks.refusals import names_own_size, refusal_named
 from nnrp_conformance.findings import Finding
@@ -198,6 +200,19 @@ def _ids(ev: Any) -> tuple[Any, Any]:
     return (chunk.get("id"), chunk.get("model")) if isinstance(chunk, dict) else (None, None)
 
 
+def _usage_owner(ev: Any, own: dict[str, Any], others: list[Member],
+                 bodies: dict[str, dict[str, Any]]) -> Member | None:
+    """The other operation whose final usage a ``response.usage`` event carries, when its
+    input count is not its own final body's: a usage event may come near the end, before the
+    last output tokens (§7: "Final or near-final"), but the input was counted at the submit."""
+    if type_of(ev) != contract.EV_USAGE:
+        return None
+    said, mine = usage_of(ev.get("usage")), usage_of(own.get("usage"))
+    if said is None or mine is None or said.get("input") in (None, mine.get("input")):
+        return None
+    return next((o for o in others if usage_of(bodies[o.name].get("usage")) == said), None)
+
+
 def _check_cross_talk(members: list[Member], swapped: set[str], strict: bool) -> None:
     finals = {m.name: _final_text(m) for m in members}
     bodies = {m.name: _final(m.terminal_event) or {} for m in members}
@@ -217,6 +232,8 @@ def _check_cross_talk(members: list[Member], swapped: set[str], strict: bool) ->
             for key, value in (("id", chunk_id), ("model", chunk_model)):
                 if owner is None and value is not None and own.get(key) not in (None, value):
                     owner = next((o for o in others if bodies[o.name].get(key) == value), None)
+            if owner is None:
+                owner = _usage_owner(ev, own, others, bodies)
             if owner is not None:
                 m.findings.append(_finding(
                     "concurrency.cross-talk", f"event #{i} of {m.name!r} belongs to "
