@@ -147,8 +147,9 @@ def body_choices(operation: str, body: Any) -> dict[int, dict[str, Any]]:
 
 
 def body_fields(operation: str, body: Any) -> dict[str, Any]:
-    """What the twin compares of a final OpenAI object for ``operation``: choice 0 and the
-    usage (chat, Responses), the vectors and usage (embeddings), the model ids (models)."""
+    """What the twin keeps of a final OpenAI object for ``operation`` beside its choices
+    (:func:`body_choices`): choice 0 and the usage (chat, Responses), the vectors and usage
+    (embeddings), the model ids (models)."""
     if not isinstance(body, dict):
         return {}
     if operation in (contract.OP_CHAT_COMPLETIONS_CREATE, contract.OP_RESPONSES_CREATE):
