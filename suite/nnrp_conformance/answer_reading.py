@@ -1,18 +1,20 @@
 """What a client reads of an OpenAI answer: the one reading of an answer's choices, for the
-HTTP twin (``twin/answers.py``, which compares choice 0 and the usage with the HTTP API's
-answer) and for the relations between requests (``checks/same_answers.py``, which compare
-every choice of a request and its repeat).
+HTTP twin (``twin/answers.py``, which compares every choice, how many there are, and the usage
+with the HTTP API's answer) and for the relations between requests (``checks/same_answers.py``,
+which compare every choice of a request and its repeat).
 
 Owns the readers of a final body (a chat completion, a Response, an embeddings list, a models
-list: :func:`body_fields`, :func:`body_choices`) and of the profile events of one NNRP
-operation (:func:`nnrp_choices`, :func:`streamed_usage`). Per choice (a Response is one
-choice) it reads:
+list: :func:`body_fields`, :func:`body_choices`), of OpenAI chat chunks (:func:`chunk_choices`:
+an HTTP SSE stream's, and the ``openai_chunk``s NNRP events may carry) and of the profile
+events of one NNRP operation (:func:`nnrp_choices`, :func:`streamed_usage`). Per choice (a
+Response is one choice) it reads:
 
 * ``text``: the text deltas of that choice index joined, else the body's content (a
   Response's ``output_text`` parts joined, as OpenAI's SDK joins them);
 * ``tool_calls``: each call's name and arguments, the arguments parsed as JSON when they
   parse (a client parses them: key order and spacing say nothing), streamed calls for
-  choice 0 (a tool-call event names no choice), else the body's;
+  choice 0 (a profile tool-call event names no choice; a chat chunk's calls are its choice's),
+  else the body's;
 * ``finish_reason``: the chat choice's, or a Response's ``status`` (with its incomplete
   reason).
 
@@ -30,8 +32,9 @@ from typing import Any
 from nnrp_conformance import contract
 from nnrp_conformance.tool_calls import streamed_calls
 
-__all__ = ["CHOICE_FIELDS", "body_choices", "body_fields", "calls_of", "final_body", "merge",
-           "nnrp_choices", "response_fields", "streamed_usage", "usage_of"]
+__all__ = ["CHOICE_FIELDS", "body_choices", "body_fields", "calls_of", "chunk_choices",
+           "final_body", "merge", "nnrp_choices", "response_fields", "streamed_usage",
+           "usage_of"]
 
 #: what each choice holds
 CHOICE_FIELDS = ("text", "tool_calls", "finish_reason")
@@ -44,6 +47,11 @@ def _type(event: Any) -> str | None:
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _index(value: Any) -> int:
+    """A choice's (a call's) ``index``; 0 when it has none that is an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def usage_of(usage: Any) -> dict[str, int] | None:
@@ -139,8 +147,9 @@ def body_choices(operation: str, body: Any) -> dict[int, dict[str, Any]]:
 
 
 def body_fields(operation: str, body: Any) -> dict[str, Any]:
-    """What the twin compares of a final OpenAI object for ``operation``: choice 0 and the
-    usage (chat, Responses), the vectors and usage (embeddings), the model ids (models)."""
+    """What the twin keeps of a final OpenAI object for ``operation`` beside its choices
+    (:func:`body_choices`): choice 0 and the usage (chat, Responses), the vectors and usage
+    (embeddings), the model ids (models)."""
     if not isinstance(body, dict):
         return {}
     if operation in (contract.OP_CHAT_COMPLETIONS_CREATE, contract.OP_RESPONSES_CREATE):
@@ -154,20 +163,53 @@ def body_fields(operation: str, body: Any) -> dict[str, Any]:
     return {}
 
 
+# --- chat chunks: an HTTP SSE stream's, an NNRP event's openai_chunk ---------------------------
+
+
+def chunk_choices(chunks: Sequence[Any]) -> dict[int, dict[str, Any]]:
+    """Each choice of OpenAI ``chat.completion.chunk`` objects, by index, as a streaming client
+    reads it: the ``delta.content`` of that index joined ("" when it sent none), its
+    ``delta.tool_calls`` assembled by call index (the first name, the argument pieces joined),
+    its last ``finish_reason``. A choice is there when some chunk names its index."""
+    texts: dict[int, list[str]] = {}
+    calls: dict[int, dict[int, list[Any]]] = {}
+    finish: dict[int, Any] = {}
+    for chunk in chunks:
+        for choice in _dict(chunk).get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            index = _index(choice.get("index"))
+            text = texts.setdefault(index, [])
+            delta = _dict(choice.get("delta"))
+            if isinstance(delta.get("content"), str):
+                text.append(delta["content"])
+            for call in delta.get("tool_calls") or ():
+                call = _dict(call)
+                fn = _dict(call.get("function"))
+                slot = calls.setdefault(index, {}).setdefault(_index(call.get("index")),
+                                                              [None, ""])
+                slot[0] = slot[0] or fn.get("name")
+                slot[1] += fn["arguments"] if isinstance(fn.get("arguments"), str) else ""
+            finish[index] = choice.get("finish_reason") or finish.get(index)
+    out = {}
+    for i in sorted(texts):
+        assembled = [(name, arguments) for _, (name, arguments) in sorted(calls.get(i, {}).items())]
+        out[i] = {"text": "".join(texts[i]), "tool_calls": calls_of(assembled),
+                  "finish_reason": finish.get(i)}
+    return out
+
+
 # --- the NNRP side: the profile events of one operation ---------------------------------------
 
 
 def _streamed_choices(partial: Sequence[Any]) -> dict[int, dict[str, Any]]:
     texts: dict[int, list[str]] = {}
-    finish: dict[int, Any] = {}
     for e in partial:
         if _type(e) == contract.EV_OUTPUT_TEXT_DELTA and isinstance(e.get("delta"), str):
-            index = e.get("index", 0)
-            texts.setdefault(index if isinstance(index, int) else 0, []).append(e["delta"])
-        for c in _dict(_dict(e).get("openai_chunk")).get("choices") or ():
-            if isinstance(c, dict) and c.get("finish_reason"):
-                index = c.get("index", 0)
-                finish[index if isinstance(index, int) else 0] = c["finish_reason"]
+            texts.setdefault(_index(e.get("index")), []).append(e["delta"])
+    # the text is the profile's deltas; a chunk an event carries says how each choice finished
+    finish = {i: c["finish_reason"] for i, c in chunk_choices(
+        [_dict(e).get("openai_chunk") for e in partial]).items() if c["finish_reason"]}
     calls = calls_of([(c.name, c.arguments) for c in streamed_calls(partial) or []])
     out = {i: {"text": "".join(texts[i]) if i in texts else None,
                "tool_calls": calls if i == 0 else None, "finish_reason": finish.get(i)}

@@ -68,8 +68,9 @@ def test_the_twin_finds_only_the_documented_differences(
                      if c["id"] in ("level1.chat.tool-call-forced", "twin-probe.seeded-sampling",
                                     "level2.responses.streaming-text")}
     assert deterministic == {
-        "level1.chat.tool-call-forced": ["outcome", "text", "finish-reason", "tool-calls"],
-        "twin-probe.seeded-sampling": ["outcome", "text", "finish-reason", "usage"],
+        "level1.chat.tool-call-forced": ["outcome", "choices", "text", "finish-reason",
+                                         "tool-calls"],
+        "twin-probe.seeded-sampling": ["outcome", "choices", "text", "finish-reason", "usage"],
         "level2.responses.streaming-text": ["outcome", "text", "finish-reason", "usage"],
     }
     assert rc == 0, (tmp_path / "report.md").read_text()[-4000:]

@@ -60,8 +60,9 @@ def levels_endpoint(start_endpoint: Any, tmp_path_factory: pytest.TempPathFactor
         yield ep
 
 
-def run(cwd: Path, endpoint: Any, url: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    recipes = [a for p in PICKED for a in ("--recipes", str(p))]
+def run(cwd: Path, endpoint: Any, url: str, *extra: str, picked: list[Path] = PICKED,
+        ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    recipes = [a for p in picked for a in ("--recipes", str(p))]
     proc = subprocess.run(
         [sys.executable, "-m", "nnrp_conformance.cli", "run", "--target", endpoint.address,
          "--manifest", str(LEVELS_MANIFEST), "--model", "minimal-model", *recipes,
@@ -88,10 +89,12 @@ def test_a_matching_http_api_gives_no_difference_and_compares_every_field(
         twin = result["diagnostics"]["http_twin"]
         compared[case_id] = twin["fields_compared"] if twin["compared"] else twin["why"]
     assert compared == {
-        "level1.chat.non-streaming-body": ["outcome", "text", "finish-reason", "usage"],
+        "level1.chat.non-streaming-body": ["outcome", "choices", "text", "finish-reason",
+                                           "usage"],
         # no stream_options.include_usage: the HTTP stream carries no usage to compare
-        "level1.chat.streaming-text": ["outcome", "text", "finish-reason"],
-        "level1.chat.tool-call-forced": ["outcome", "text", "finish-reason", "tool-calls"],
+        "level1.chat.streaming-text": ["outcome", "choices", "text", "finish-reason"],
+        "level1.chat.tool-call-forced": ["outcome", "choices", "text", "finish-reason",
+                                         "tool-calls"],
         "level1.chat.invalid-body.missing-messages": ["outcome"],
         "level1.chat.cancel.client":
             "the suite cancelled the NNRP operation on purpose: there is no answer to compare",
@@ -102,6 +105,75 @@ def test_a_matching_http_api_gives_no_difference_and_compares_every_field(
     side = results["level1.chat.non-streaming-body"]["diagnostics"]["http_twin"]
     assert side["request"]["url"] == url + "/v1/chat/completions"
     assert side["nnrp"]["text"] == side["http"]["text"] and side["nnrp"]["text"]
+
+
+N_TWO = """\
+id: twin.n-two{suffix}
+profile: openai-compatible
+schema_version: openai-compatible/1
+level: 1
+status: optional
+rule: "none: n choices compared by the HTTP twin (docs/twin.md)"
+description: Two choices at temperature 0{suffix}; each compared with the HTTP API's.
+operation: chat.completions.create
+required_capabilities: [api.level1, api.chat.completions.create]
+parameters:
+  MODEL_ID: example-model
+request:
+  body:
+    model: ${{MODEL_ID}}
+    messages:
+      - {{role: user, content: Say hello.}}
+    stream: {stream}
+    max_tokens: 4
+    temperature: 0
+    n: 2
+expect:
+  events:
+    - {{type: response.completed, min_count: 1, max_count: 1, rule: expect.result-body}}
+  terminal: success
+  terminal_rule: expect.success
+"""
+
+
+def n_two_recipes(tmp: Path) -> list[Path]:
+    """Two recipes asking for ``n: 2`` at temperature 0: a plain answer and a streamed one
+    (no bundled recipe sends ``n``)."""
+    out = []
+    for suffix, stream in (("", "false"), (".streaming", "true")):
+        path = tmp / f"n-two{suffix}.yaml"
+        path.write_text(N_TWO.format(suffix=suffix, stream=stream))
+        out.append(path)
+    return out
+
+
+def test_every_choice_is_compared_and_an_ignored_n_is_reported(
+        tmp_path: Path, levels_endpoint: Any, start_endpoint: Any) -> None:
+    """The twin compared choice 0 alone (issue 45 item 5): against the matching pair each of
+    the two choices is compared, with no difference; an NNRP face that ignores ``n`` (one
+    choice) beside an HTTP API that honours it is a ``twin.choices`` difference."""
+    picked = n_two_recipes(tmp_path)
+    with http_api(tmp_path) as url:
+        proc, results = run(tmp_path, levels_endpoint, url, picked=picked)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for case_id in ("twin.n-two", "twin.n-two.streaming"):
+            twin = results[case_id]["diagnostics"]["http_twin"]
+            assert twin_findings(results[case_id]) == [], twin
+            assert twin["fields_compared"][:6] == ["outcome", "choices", "text",
+                                                    "finish-reason", "text[1]",
+                                                    "finish-reason[1]"], twin
+            assert twin["http"]["other_choices"]["1"]["text"] == twin["http"]["text"]
+        ignored_dir = tmp_path / "n-ignored"
+        ignored_dir.mkdir()
+        with start_endpoint(ignored_dir, "n-ignored", ("--levels", "3")) as ignored:
+            _, results = run(ignored_dir, ignored, url, picked=picked)
+    for case_id in ("twin.n-two", "twin.n-two.streaming"):
+        (finding,) = [f for f in twin_findings(results[case_id]) if f["rule"] == "twin.choices"]
+        assert (finding["seen"], finding["expected"]) == (1, 2), finding
+        assert finding["level"] == "non-strict"
+        twin = results[case_id]["diagnostics"]["http_twin"]
+        assert "twin.choices" in twin["differences"]
+        assert twin["not_compared"]["choice 1"] == "only in the HTTP answer"
 
 
 #: HTTP API defect -> (the case that shows it, the rule, the NNRP value, the HTTP value); each

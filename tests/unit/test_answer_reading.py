@@ -1,5 +1,5 @@
-"""One reading of an answer (answer_reading.py): the HTTP twin compares choice 0 of what the
-relations between requests compare choice by choice, both read the same way (issue 45)."""
+"""One reading of an answer (answer_reading.py): the HTTP twin and the relations between
+requests compare an answer choice by choice, both read the same way (issue 45)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,14 @@ def _chat(arguments: str, *, n: int = 2) -> list[dict[str, Any]]:
         "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}}]
 
 
-def test_the_twin_compares_choice_0_of_what_the_relations_read() -> None:
+def test_the_twin_reads_the_choices_the_relations_read() -> None:
     events = _chat('{"city": "Oslo"}')
     choices = nnrp_choices(CHAT, events)
     assert sorted(choices) == [0, 1]
-    twin = from_nnrp(CHAT, contract.TERMINAL_SUCCESS, events).fields
+    answer = from_nnrp(CHAT, contract.TERMINAL_SUCCESS, events)
+    twin = answer.fields
     assert {k: twin[k] for k in choices[0]} == choices[0]
+    assert answer.choices == choices
     assert twin["usage"] == {"input": 1, "output": 2, "total": 3}
     relation = answer_of(CHAT, SimpleNamespace(terminal=contract.TERMINAL_SUCCESS,
                                                events=events))

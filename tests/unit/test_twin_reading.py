@@ -66,11 +66,58 @@ def test_a_sampled_request_compares_only_what_it_decides() -> None:
         {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2,
                                   "total_tokens": 5}}]))
     sampled = compare_answers(nnrp, http, {"temperature": 0.7}, where="POST /v1/x")
-    assert sampled.findings == [] and sampled.compared == ["outcome", "usage"]
+    # how many choices is the request's (n), never the sampling's: compared either way
+    assert sampled.findings == [] and sampled.compared == ["outcome", "choices", "usage"]
     assert set(sampled.not_compared) == {"text", "finish-reason", "tool-calls"}
     greedy = compare_answers(nnrp, http, {"temperature": 0}, where="POST /v1/x")
     assert [f.rule for f in greedy.findings] == ["twin.text", "twin.usage"]
     assert greedy.not_compared == {"finish-reason": "not in the NNRP answer"}
+
+
+def _two_choices(second: str, finish: str = "stop") -> list[dict[str, object]]:
+    """An HTTP chat stream of two choices, interleaved as a server may send them."""
+    return [{"choices": [{"index": 0, "delta": {"content": "a"}}]},
+            {"choices": [{"index": 1, "delta": {"content": second}}]},
+            {"choices": [{"index": 1, "delta": {"tool_calls": [
+                {"index": 0, "function": {"name": "f", "arguments": '{"x":'}}]}}]},
+            {"choices": [{"index": 1, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": " 1}"}}]}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"},
+                         {"index": 1, "delta": {}, "finish_reason": finish}]}]
+
+
+def test_every_choice_and_how_many_are_compared() -> None:
+    """The twin compared choice 0 alone: an NNRP face that ignored ``n``, or whose second
+    choice differed, showed no difference (issue 45 item 5)."""
+    http = from_http(CHAT, HttpAnswer("POST", "u", True, status=200, events=_two_choices("b")))
+    assert http.choices == {
+        0: {"text": "a", "tool_calls": None, "finish_reason": "stop"},
+        1: {"text": "b", "tool_calls": [{"name": "f", "arguments": {"x": 1}}],
+            "finish_reason": "stop"}}
+    same = compare_answers(http, http, {"temperature": 0}, where="w")
+    assert same.findings == []
+    assert same.compared == ["outcome", "choices", "text", "finish-reason", "text[1]",
+                             "finish-reason[1]", "tool-calls[1]"]
+    other = from_http(CHAT, HttpAnswer("POST", "u", True, status=200,
+                                       events=_two_choices("c", "length")))
+    found = compare_answers(other, http, {"seed": 3}, where="w").findings
+    assert [f.rule for f in found] == ["twin.text", "twin.finish-reason"]
+    assert all("of choice 1 differs" in f.message for f in found)
+    assert (found[0].seen, found[0].expected) == ("c", "b")
+    one = from_nnrp(CHAT, "success", [
+        {"type": "response.output_text.delta", "index": 0, "delta": "a"},
+        {"type": contract.EV_COMPLETED, "body": {"choices": [
+            {"index": 0, "message": {"content": "a"}, "finish_reason": "stop"}]}}])
+    fewer = compare_answers(one, http, {"temperature": 0.7}, where="w")
+    (finding,) = fewer.findings
+    assert (finding.rule, finding.seen, finding.expected) == ("twin.choices", 1, 2)
+    assert "the number of choices differs" in finding.message
+    greedy = compare_answers(one, http, {"temperature": 0}, where="w")
+    assert [f.rule for f in greedy.findings] == ["twin.choices"]
+    assert greedy.not_compared == {"choice 1": "only in the HTTP answer"}
+    responses = from_http(contract.OP_RESPONSES_CREATE, HttpAnswer(
+        "POST", "u", False, status=200, body={"status": "completed", "output": []}))
+    assert "choices" not in compare_answers(responses, responses, {}, where="w").compared
 
 
 def test_a_null_error_member_is_no_error() -> None:

@@ -1,18 +1,20 @@
 """What an answer amounts to, read the same way from both sides of the twin.
 
-Owns :class:`Answer` (outcome, error family and code, and the compared fields: ``text``,
-``finish_reason``, ``tool_calls``, ``usage``, ``embeddings``, ``models``) and the two
-readers: :func:`from_nnrp` (the profile events one case received) and :func:`from_http`
-(:class:`~.http.HttpAnswer`: a JSON body, or a chat completion / Responses SSE stream).
+Owns :class:`Answer` (outcome, error family and code, the compared fields: choice 0's
+``text``, ``finish_reason``, ``tool_calls``, and ``usage``, ``embeddings``, ``models``; and a
+chat completion's every choice by index, ``choices``) and the two readers: :func:`from_nnrp`
+(the profile events one case received) and :func:`from_http` (:class:`~.http.HttpAnswer`: a
+JSON body, or a chat completion / Responses SSE stream).
 
-A streamed answer is read as a streaming client reads it (the text deltas joined, the tool
-calls assembled, the usage sent), a plain one from its body; where a stream lacks a field
-its final body has (the NNRP ``response.completed`` body, the Responses ``response.completed``
-event), the body's is taken. A field one side does not carry is absent (None), never a guess:
-the comparison skips it. Both sides read bodies, and the NNRP side its events, with
+A streamed answer is read as a streaming client reads it (each choice's text deltas joined,
+its tool calls assembled, the usage sent), a plain one from its body; where a stream lacks a
+field its final body has (the NNRP ``response.completed`` body, the Responses
+``response.completed`` event), the body's is taken. A field one side does not carry is absent
+(None), never a guess: the comparison skips it. Both sides are read with
 :mod:`nnrp_conformance.answer_reading`, the one reading of an answer that the relations
-between requests use too (they read every choice; the twin compares choice 0). The HTTP
-error family is the error body's ``type`` when it is one
+between requests use too: the bodies on both sides, the NNRP events, and the HTTP chat
+chunks (``chunk_choices``, which reads the ``openai_chunk`` of an NNRP event too). A Response
+is one choice (``fields``). The HTTP error family is the error body's ``type`` when it is one
 of the profile's families, else the status code's (:func:`family_of_status`); the raw type
 and status are kept for the side-by-side view.
 """
@@ -25,8 +27,9 @@ from typing import Any
 
 from nnrp_conformance import contract
 from nnrp_conformance.answer_reading import (
+    body_choices,
     body_fields,
-    calls_of,
+    chunk_choices,
     final_body,
     merge,
     nnrp_choices,
@@ -52,13 +55,21 @@ class Answer:
     #: the raw error as that side sent it (type, code, message, HTTP status)
     error_raw: dict[str, Any] | None = None
     fields: dict[str, Any] = field(default_factory=dict)
+    #: a successful chat completion's choices by index (choice 0's are in ``fields`` too);
+    #: empty for the other operations (a Response is one choice: ``fields``)
+    choices: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def view(self) -> dict[str, Any]:
-        """The answer for a side-by-side table (JSON-safe)."""
+        """The answer for a side-by-side table (JSON-safe): choice 0's fields, and the
+        others' under ``other_choices`` when there are others."""
         out: dict[str, Any] = {"outcome": self.outcome}
         if self.outcome == ERROR:
             out["error"] = self.error_raw
         out.update({k: v for k, v in self.fields.items() if v is not None})
+        others = {str(i): {k: v for k, v in c.items() if v is not None}
+                  for i, c in self.choices.items() if i != 0}
+        if others:
+            out["other_choices"] = others
         return out
 
 
@@ -75,7 +86,7 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def from_nnrp(operation: str, terminal: str | None, events: Sequence[Any]) -> Answer:
     """The answer one case received over NNRP (its partial events then its terminal event):
-    choice 0 and the usage, read as :mod:`nnrp_conformance.answer_reading` reads them."""
+    every choice and the usage, read as :mod:`nnrp_conformance.answer_reading` reads them."""
     if terminal is None:
         return Answer(None)
     last = _dict(events[-1]) if events else {}
@@ -86,8 +97,16 @@ def from_nnrp(operation: str, terminal: str | None, events: Sequence[Any]) -> An
         return Answer(ERROR if terminal == contract.TERMINAL_ERROR else terminal,
                       error.get("type") if isinstance(error.get("type"), str) else None,
                       error.get("code"), raw or {"terminal": terminal})
-    stream = {**nnrp_choices(operation, events).get(0, {}), "usage": streamed_usage(events)}
-    return Answer(SUCCESS, fields=merge(stream, body_fields(operation, final_body(events))))
+    choices = nnrp_choices(operation, events)
+    stream = {**choices.get(0, {}), "usage": streamed_usage(events)}
+    return Answer(SUCCESS, fields=merge(stream, body_fields(operation, final_body(events))),
+                  choices=_chat_only(operation, choices))
+
+
+def _chat_only(operation: str, choices: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """``choices`` for a chat completion; none for the rest (a Response is one choice, and
+    the request's ``n`` that decides how many there are is chat's)."""
+    return choices if operation == contract.OP_CHAT_COMPLETIONS_CREATE else {}
 
 
 # --- the HTTP side ---------------------------------------------------------------------------
@@ -115,29 +134,14 @@ def _http_error(error: Any, status: int | None) -> Answer:
     return Answer(ERROR, family or contract.ERR_TYPE_SERVER, inner.get("code"), raw)
 
 
-def _chat_stream(chunks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    text: list[str] = []
-    calls: dict[int, list[Any]] = {}
-    finish = usage = None
-    for chunk in chunks:
-        usage = chunk.get("usage") or usage
-        for choice in chunk.get("choices") or ():
-            choice = _dict(choice)
-            if choice.get("index", 0) != 0:
-                continue
-            delta = _dict(choice.get("delta"))
-            if isinstance(delta.get("content"), str):
-                text.append(delta["content"])
-            for call in delta.get("tool_calls") or ():
-                call = _dict(call)
-                fn = _dict(call.get("function"))
-                slot = calls.setdefault(call.get("index", 0), [None, ""])
-                slot[0] = slot[0] or fn.get("name")
-                slot[1] += fn.get("arguments") or ""
-            finish = choice.get("finish_reason") or finish
-    return {"text": "".join(text), "finish_reason": finish,
-            "tool_calls": calls_of([(n, a) for _, (n, a) in sorted(calls.items())]),
-            "usage": usage_of(usage)}
+def _chat_stream(chunks: Sequence[dict[str, Any]]) -> Answer:
+    """A chat completion SSE stream: each choice as ``answer_reading.chunk_choices`` reads it
+    (choice 0 is there even when no chunk names it, as on the NNRP side), the last usage."""
+    choices = chunk_choices(chunks)
+    choices.setdefault(0, {"text": "", "tool_calls": None, "finish_reason": None})
+    usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
+    return Answer(SUCCESS, fields={**choices[0], "usage": usage_of(usage)},
+                  choices=dict(sorted(choices.items())))
 
 
 def _responses_stream(events: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], Any]:
@@ -168,7 +172,8 @@ def from_http(operation: str, answer: HttpAnswer) -> Answer:
         if isinstance(answer.body, dict) and answer.body.get("error") is not None \
                 and status == 200 and operation != contract.OP_MODELS_LIST:
             return _http_error(answer.body, status)
-        return Answer(SUCCESS, fields=body_fields(operation, answer.body))
+        return Answer(SUCCESS, fields=body_fields(operation, answer.body),
+                      choices=_chat_only(operation, body_choices(operation, answer.body)))
     chunks = [e for e in answer.events if isinstance(e, dict)]
     errors = [e for e in chunks if e.get("error") is not None and not e.get("type")]
     if errors:  # an error sent inside a 200 stream (vLLM's way)
@@ -176,4 +181,4 @@ def from_http(operation: str, answer: HttpAnswer) -> Answer:
     if operation == contract.OP_RESPONSES_CREATE:
         fields, error = _responses_stream(chunks)
         return _http_error(error, None) if error is not None else Answer(SUCCESS, fields=fields)
-    return Answer(SUCCESS, fields=_chat_stream(chunks))
+    return _chat_stream(chunks)

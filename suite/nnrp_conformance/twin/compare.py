@@ -8,8 +8,14 @@ recommended one and the NNRP value as the one seen, side by side in its message 
 * ``twin.outcome``: success on one side, an error on the other, or two errors of different
   families (the HTTP family: :func:`.answers.family_of_status`); when the outcomes differ
   nothing else is compared;
-* ``twin.text``, ``twin.finish-reason``, ``twin.tool-calls``: only when the request decides
-  them (``temperature: 0``, or a ``seed``); else the sampling does, and the comparison says so;
+* ``twin.choices``: how many choices a chat completion holds, whenever both sides answered
+  one (the request's ``n`` decides it, not the sampling);
+* ``twin.text``, ``twin.finish-reason``, ``twin.tool-calls``: of every choice index both sides
+  hold, only when the request decides them (``temperature: 0``, or a ``seed``); else the
+  sampling does, and the comparison says so. Choice 0's are listed as ``text``,
+  ``finish-reason``, ``tool-calls``, another's with its index (``text[1]``), and the finding's
+  message names that choice; a choice only one side holds is not compared (``twin.choices``
+  tells the difference);
 * ``twin.usage``: the counts both sides report (input always; output and total when the
   request decides the output);
 * ``twin.embeddings``: how many vectors, their dimensions, and their values within a float
@@ -35,6 +41,9 @@ __all__ = ["RULE_PREFIX", "Comparison", "compare_answers", "decided_by_request"]
 RULE_PREFIX = "twin."
 #: the fields generation decides (an answer of models.list or embeddings.create has none)
 _GENERATED = frozenset({"text", "finish_reason", "tool_calls"})
+#: each choice's compared fields: (rule and listed name, Answer field, what it is)
+_CHOICE = (("text", "text", "the text"), ("finish-reason", "finish_reason", "the finish reason"),
+           ("tool-calls", "tool_calls", "the tool calls (name, arguments)"))
 #: embedding values this close count as equal (two serving paths may batch differently)
 ABS_TOLERANCE = 1e-4
 REL_TOLERANCE = 1e-3
@@ -113,14 +122,17 @@ class _Comparer:
                                          rules.finding_level(rule, strict=self.strict)))
 
     def field(self, name: str, what: str, nnrp: Any, http: Any,
-              same: Callable[[Any, Any], str | None] | None = None) -> None:
+              same: Callable[[Any, Any], str | None] | None = None, *,
+              listed: str | None = None) -> None:
+        """Compare one field (rule ``twin.<name>``), listed as ``listed`` or ``name``."""
+        listed = listed or name
         if nnrp is None and http is None:
             return  # not a field of this operation's answers
         if nnrp is None or http is None:
             side = "the NNRP answer" if nnrp is None else "the HTTP answer"
-            self.out.not_compared[name] = f"not in {side}"
+            self.out.not_compared[listed] = f"not in {side}"
             return
-        self.out.compared.append(name)
+        self.out.compared.append(listed)
         if same is not None:
             why = same(nnrp, http)
             if why is not None:
@@ -129,6 +141,23 @@ class _Comparer:
                             "vector(s)", f" ({why})")
         elif nnrp != http:
             self.differ(name, what, nnrp, http, _text_note(nnrp, http) if name == "text" else "")
+
+    def choices(self, nnrp: Answer, http: Answer) -> None:
+        """Each choice index both sides hold: choice 0 as ever, the others named."""
+        for name, key, what in _CHOICE:
+            self.field(name, what, nnrp.fields.get(key), http.fields.get(key))
+        for i in sorted((nnrp.choices.keys() & http.choices.keys()) - {0}):
+            for name, key, what in _CHOICE:
+                self.field(name, f"{what} of choice {i}", nnrp.choices[i].get(key),
+                           http.choices[i].get(key), listed=f"{name}[{i}]")
+        for i in sorted(nnrp.choices.keys() ^ http.choices.keys()):
+            side = "NNRP" if i in nnrp.choices else "HTTP"
+            self.out.not_compared[f"choice {i}"] = f"only in the {side} answer"
+
+
+def _count(answer: Answer) -> int | None:
+    """How many choices a chat completion holds (None: not a chat completion, or none read)."""
+    return len(answer.choices) or None
 
 
 def compare_answers(nnrp: Answer, http: Answer, body: Mapping[str, Any], *, where: str,
@@ -151,14 +180,11 @@ def compare_answers(nnrp: Answer, http: Answer, body: Mapping[str, Any], *, wher
     c.out.compared.append(outcome[0])
     a, b = nnrp.fields, http.fields
     keys: tuple[str, ...] = ("input", "output", "total")
+    c.field("choices", "the number of choices", _count(nnrp), _count(http))
     if not (a.keys() & _GENERATED or b.keys() & _GENERATED):
         pass  # an answer nothing generates (models, embeddings)
     elif decided_by_request(body):
-        c.field("text", "the text", a.get("text"), b.get("text"))
-        c.field("finish-reason", "the finish reason", a.get("finish_reason"),
-                b.get("finish_reason"))
-        c.field("tool-calls", "the tool calls (name, arguments)", a.get("tool_calls"),
-                b.get("tool_calls"))
+        c.choices(nnrp, http)
     else:
         for name in ("text", "finish-reason", "tool-calls"):
             c.out.not_compared[name] = "sampled: the request sets neither temperature 0 nor a seed"

@@ -7,9 +7,10 @@ That tells two things apart that the NNRP answers alone cannot: the model itself
 pair differently (over HTTP too: the serving engine is not deterministic, whatever the NNRP
 face does), or only the NNRP face does (its HTTP API answers the pair alike: the NNRP side
 adds the difference). Both bodies are sent one after the other, as the NNRP run sent them;
-each answer is read as the twin reads any (``answers.from_http``: choice 0's text, tool calls
-and finish, ``answer_reading.py``'s reading). Nothing here judges: the relation's finding
-says what the HTTP API did, and the result's diagnostics keep both HTTP answers.
+each answer is read as the twin reads any (``answers.from_http``: every choice's text, tool
+calls and finish, ``answer_reading.py``'s reading), and compared choice by choice as the
+relation compares the NNRP answers. Nothing here judges: the relation's finding says what the
+HTTP API did, and the result's diagnostics keep both HTTP answers.
 
 Owns :func:`pair_over_http`.
 """
@@ -38,5 +39,7 @@ async def pair_over_http(client: Any, url: str, operation: str, bodies: tuple[An
         if answer.outcome != SUCCESS:
             why = "no answer" if answer.outcome is None else f"an error: {answer.error_raw}"
             return {"same": None, "why": f"the HTTP API gave {why}"}
-        views.append({k: answer.fields.get(k) for k in CHOICE_FIELDS})
+        choices = answer.choices or {0: answer.fields}  # a Response is one choice
+        views.append({f"choice {i}": {k: choice.get(k) for k in CHOICE_FIELDS}
+                      for i, choice in choices.items()})
     return {"same": views[0] == views[1], "http": views}
