@@ -28,9 +28,14 @@ _BY_FRAME_ID: dict[int, list[Any]] = {}
 def register(session: Any, state: Any) -> None:
     """frame-id-registry: ``state`` joins the process-wide table under its frame id."""
     if session.config.defect == FRAME_ID_REGISTRY:
-        frame_id = state.op.frame_id
-        open_ = [s for s in _BY_FRAME_ID.get(frame_id, ()) if not s.finished]
-        _BY_FRAME_ID[frame_id] = [*open_, state]
+        # what has ended leaves the table (it would grow with every frame id of a long run)
+        for frame_id, states in list(_BY_FRAME_ID.items()):
+            open_ = [s for s in states if not s.finished]
+            if open_:
+                _BY_FRAME_ID[frame_id] = open_
+            else:
+                del _BY_FRAME_ID[frame_id]
+        _BY_FRAME_ID.setdefault(state.op.frame_id, []).append(state)
 
 
 def _is_text_delta(item: Any) -> bool:
