@@ -3,6 +3,7 @@ record round trips (what xdist ships), and the reports rendered from records."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from html.parser import HTMLParser
 from pathlib import Path
@@ -68,6 +69,11 @@ def test_event_runs_and_reason() -> None:
     assert event_runs(["a", "a", "b", "a"]) == "#0-#1 a ×2, #2 b, #3 a"
     assert event_runs([]) == "none"
     assert reason_text(_record()).startswith("rule.0: <bad & 0> (+1 more)")
+    # a failed case's reason is what failed it, not a recommendation found before it
+    shown = _record()
+    shown = dataclasses.replace(shown, findings=(
+        dataclasses.replace(shown.findings[0], level="non-strict"), *shown.findings[1:]))
+    assert reason_text(shown).startswith("rule.1: <bad & 1> (+1 more)")
     assert len(reason_text(_record(), 20)) <= 20
     lines = findings_block(_record(findings=12))
     assert lines[-1].startswith("… and 4 more finding(s)")

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nnrp_conformance import rules
 from nnrp_conformance.events import CaseRecord
 from nnrp_conformance.findings import Finding
 
@@ -46,10 +47,12 @@ def clip(text: str, width: int | None) -> str:
 
 
 def reason_text(record: CaseRecord, width: int | None = None) -> str:
-    """The one-line reason of a row: a failure's first finding (and how many more), else the
-    verdict message, else why the case was skipped."""
+    """The one-line reason of a row: a failure's first failed finding (and how many more
+    findings: a recommendation found before it is not why the case failed), else the verdict
+    message, else why the case was skipped."""
     if record.failed and record.findings:
-        first = record.findings[0]
+        first = next((f for f in record.findings if f.level == rules.LEVEL_FAILED),
+                     record.findings[0])
         text = f"{first.rule}: {first.message}"
         if len(record.findings) > 1:
             more = f" (+{len(record.findings) - 1} more)"
